@@ -1,0 +1,205 @@
+package auth
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Token prefixes. An API key token is "qbq_<id>_<secret>"; the bootstrap
+// token is "qbb_<secret>". The id is 16 hex digits, the secret 43 base64url
+// characters (32 random bytes).
+const (
+	apiKeyPrefix    = "qbq_"
+	bootstrapPrefix = "qbb_"
+)
+
+// ErrBadCredentials is returned by Keys.Authenticate when the token is not a
+// valid, unrevoked, unexpired credential. It never says which part failed.
+var ErrBadCredentials = errors.New("invalid or revoked credentials")
+
+// ErrNotFound is what a KeyStore returns (wrapped) for an unknown key id.
+var ErrNotFound = errors.New("not found")
+
+// KeyRecord is an API key as stored: the SHA-256 of its secret (the token is
+// shown once and never stored), and what it may do.
+type KeyRecord struct {
+	ID          string
+	Name        string
+	Hash        []byte
+	Scopes      []Scope
+	WriteLevel  Level
+	Permissions []Permission
+	Prefixes    []string
+	Expires     time.Time // zero: never
+	Created     time.Time
+	Revoked     bool
+}
+
+// KeyStore persists API keys. The daemon passes the store's implementation.
+// Key returns an error wrapping ErrNotFound for an unknown id.
+type KeyStore interface {
+	PutKey(k KeyRecord) error
+	Key(id string) (KeyRecord, error)
+	Keys() ([]KeyRecord, error)
+}
+
+// Keys issues and checks API keys and the one-time bootstrap token
+// (DESIGN.md, "Credentials on first start" and REST POST /apikeys).
+// Revocation takes effect at once: every Authenticate reads the store.
+type Keys struct {
+	store KeyStore
+	now   func() time.Time
+
+	mu            sync.RWMutex
+	bootstrapHash []byte // nil: no bootstrap token is valid
+}
+
+// NewKeys returns a Keys over store.
+func NewKeys(store KeyStore) *Keys { return &Keys{store: store, now: time.Now} }
+
+// NewBootstrapToken returns a fresh bootstrap token and the hash to keep
+// (SetBootstrapHash). The token holds every permission and every scope at
+// level design until RevokeBootstrap.
+func NewBootstrapToken() (token string, hash []byte, err error) {
+	secret, err := randomSecret()
+	if err != nil {
+		return "", nil, err
+	}
+	h := sha256.Sum256([]byte(secret))
+	return bootstrapPrefix + secret, h[:], nil
+}
+
+// SetBootstrapHash makes the bootstrap token with this hash valid (nil: none).
+func (k *Keys) SetBootstrapHash(hash []byte) {
+	k.mu.Lock()
+	k.bootstrapHash = hash
+	k.mu.Unlock()
+}
+
+// BootstrapActive reports whether a bootstrap token is valid.
+func (k *Keys) BootstrapActive() bool {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	return k.bootstrapHash != nil
+}
+
+// Create issues a new API key limited to rec's scopes, level, permissions,
+// prefixes and expiry, and returns its id and the token (shown once). The
+// creator's grant bounds it: a key never gets a scope, permission or level
+// its creator lacks (the error is a *DeniedError naming it).
+func (k *Keys) Create(creator Grant, rec KeyRecord) (id, token string, err error) {
+	for _, s := range rec.Scopes {
+		if _, err := ParseScope(string(s)); err != nil {
+			return "", "", err
+		}
+		if !creator.HasScope(s) {
+			return "", "", &DeniedError{Kind: "scope", Need: string(s), Target: "new API key"}
+		}
+	}
+	for _, p := range rec.Permissions {
+		if _, err := ParsePermission(string(p)); err != nil {
+			return "", "", err
+		}
+		if !creator.HasPermission(p) {
+			return "", "", &DeniedError{Kind: "permission", Need: string(p), Target: "new API key"}
+		}
+	}
+	if rec.WriteLevel > creator.WriteLevel {
+		return "", "", &DeniedError{Kind: "level", Need: rec.WriteLevel.String(), Target: "new API key"}
+	}
+	if len(creator.Prefixes) > 0 {
+		if len(rec.Prefixes) == 0 {
+			rec.Prefixes = append([]string(nil), creator.Prefixes...)
+		}
+		for _, p := range rec.Prefixes {
+			if !creator.AllowsPath(p) {
+				return "", "", &DeniedError{Kind: "prefix", Need: p, Target: "new API key"}
+			}
+		}
+	}
+	var idb [8]byte
+	if _, err := rand.Read(idb[:]); err != nil {
+		return "", "", fmt.Errorf("api key: random id: %w", err)
+	}
+	secret, err := randomSecret()
+	if err != nil {
+		return "", "", err
+	}
+	rec.ID = hex.EncodeToString(idb[:])
+	h := sha256.Sum256([]byte(secret))
+	rec.Hash = h[:]
+	rec.Created = k.now().UTC()
+	if err := k.store.PutKey(rec); err != nil {
+		return "", "", fmt.Errorf("api key %q: store: %w", rec.Name, err)
+	}
+	return rec.ID, apiKeyPrefix + rec.ID + "_" + secret, nil
+}
+
+// Authenticate returns the grant of token: an API key's scopes, level,
+// permissions and prefixes (realm RealmAPIKey, principal "apikey:<name>"),
+// or the full grant of the bootstrap token. It returns ErrBadCredentials for
+// anything else, including revoked and expired keys.
+func (k *Keys) Authenticate(token string) (Grant, error) {
+	switch {
+	case strings.HasPrefix(token, bootstrapPrefix):
+		k.mu.RLock()
+		want := k.bootstrapHash
+		k.mu.RUnlock()
+		h := sha256.Sum256([]byte(strings.TrimPrefix(token, bootstrapPrefix)))
+		if want == nil || subtle.ConstantTimeCompare(h[:], want) != 1 {
+			return Grant{}, ErrBadCredentials
+		}
+		return Full("bootstrap", RealmBootstrap, "rest"), nil
+	case strings.HasPrefix(token, apiKeyPrefix):
+		rest := strings.TrimPrefix(token, apiKeyPrefix)
+		id, secret, ok := strings.Cut(rest, "_")
+		if !ok || len(id) != 16 {
+			return Grant{}, ErrBadCredentials
+		}
+		rec, err := k.store.Key(id)
+		if err != nil {
+			return Grant{}, ErrBadCredentials
+		}
+		h := sha256.Sum256([]byte(secret))
+		if subtle.ConstantTimeCompare(h[:], rec.Hash) != 1 || rec.Revoked {
+			return Grant{}, ErrBadCredentials
+		}
+		if !rec.Expires.IsZero() && !k.now().Before(rec.Expires) {
+			return Grant{}, ErrBadCredentials
+		}
+		return Grant{Principal: "apikey:" + rec.Name, Realm: RealmAPIKey, Origin: "rest",
+			Scopes: rec.Scopes, WriteLevel: rec.WriteLevel, Permissions: rec.Permissions,
+			Prefixes: rec.Prefixes, Expires: rec.Expires}, nil
+	}
+	return Grant{}, ErrBadCredentials
+}
+
+// Revoke marks the key id revoked; it fails with an error wrapping
+// ErrNotFound for an unknown id.
+func (k *Keys) Revoke(id string) error {
+	rec, err := k.store.Key(id)
+	if err != nil {
+		return err
+	}
+	rec.Revoked = true
+	return k.store.PutKey(rec)
+}
+
+// List returns every key (hashes included; callers must not expose them).
+func (k *Keys) List() ([]KeyRecord, error) { return k.store.Keys() }
+
+func randomSecret() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("random secret: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+}

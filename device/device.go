@@ -1,0 +1,206 @@
+// Package device defines how QUBIQ Edge talks to equipment: the Driver
+// interface every protocol implements, its optional extras, the registry of
+// drivers by name, and the typed errors a driver returns.
+//
+// Drivers live in sub-packages (device/modbus, device/opcua, device/sim) and
+// register themselves from init(); device/all imports them all and only
+// cmd/qubiqd (and tests) import device/all. This package imports value only;
+// tagengine imports it, never the reverse.
+package device
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"qubiq.dev/edge/value"
+)
+
+// Point is one tag as a driver sees it: the tag path (for errors and logs),
+// the address text of the project file, the value type, the byte order for
+// multi-register types ("ABCD" when empty) and the unit id override (0: the
+// device's own).
+type Point struct {
+	Tag       string
+	Address   string
+	Type      value.Type
+	ByteOrder string
+	UnitID    int
+}
+
+// Driver is one connection to one device. Its life cycle:
+//
+//  1. New, through the Factory registered for its driver name, which
+//     strict-decodes the device's config (unknown keys are an error naming
+//     the key).
+//  2. Validate, pure and fast: the config alone.
+//  3. CheckPoint for every tag on the device: the address and type are
+//     parsed; an error names the address text.
+//  4. Open(ctx): start connecting. A driver whose device is away still opens;
+//     it reconnects on its own (capped exponential backoff with jitter) and
+//     reports the outage as quality.
+//  5. Read and Write, any number of times, from several goroutines.
+//  6. Close(ctx), safe after a partial Open and safe to call twice.
+//
+// Read returns one VQT per point, in order. A point that failed carries a bad
+// quality and a reason (quality is data, not an error). Write returns nil
+// when the device acknowledged the write, or an error; a *QualityError says
+// which quality the caller reports (a write that timed out after it was sent
+// is value.Uncertain and is never retried).
+type Driver interface {
+	Validate() error
+	CheckPoint(p Point) error
+	Open(ctx context.Context) error
+	Read(ctx context.Context, points []Point) []value.VQT
+	Write(ctx context.Context, p Point, v value.Value) error
+	Close(ctx context.Context) error
+}
+
+// Stater is implemented by drivers that report their connection state for
+// health ("connected", "connecting", "disconnected") and a reason.
+type Stater interface {
+	State() (state, reason string)
+}
+
+// Subscriber is implemented by drivers that push changes (OPC UA monitored
+// items). Subscribe delivers each change to fn until ctx ends.
+type Subscriber interface {
+	Subscribe(ctx context.Context, points []Point, fn func(i int, v value.VQT)) error
+}
+
+// Browser is implemented by drivers whose device has an address space to
+// browse (OPC UA).
+type Browser interface {
+	Browse(ctx context.Context, node string) ([]BrowseResult, error)
+}
+
+// BrowseResult is one child node found by Browse.
+type BrowseResult struct {
+	NodeID     string `json:"node_id"`
+	BrowseName string `json:"browse_name"`
+	NodeClass  string `json:"node_class"`
+	DataType   string `json:"data_type,omitempty"`
+	Writable   bool   `json:"writable"`
+}
+
+// Config is what a Factory gets: the device name, its driver-specific keys as
+// JSON (strict-decode them with DecodeStrict) and the logger to use.
+type Config struct {
+	Name   string
+	Raw    json.RawMessage
+	Logger *slog.Logger
+}
+
+// Factory builds a driver from its config.
+type Factory func(cfg Config) (Driver, error)
+
+var (
+	regMu    sync.RWMutex
+	registry = map[string]Factory{}
+)
+
+// Register makes a driver available under name. It panics when name is
+// registered twice: that is a programming error found at start-up.
+func Register(name string, f Factory) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	if _, dup := registry[name]; dup {
+		panic("device: driver registered twice: " + name)
+	}
+	registry[name] = f
+}
+
+// Lookup returns the factory registered under name.
+func Lookup(name string) (Factory, bool) {
+	regMu.RLock()
+	defer regMu.RUnlock()
+	f, ok := registry[name]
+	return f, ok
+}
+
+// Drivers lists the registered driver names, sorted.
+func Drivers() []string {
+	regMu.RLock()
+	defer regMu.RUnlock()
+	var out []string
+	for n := range registry {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// DecodeStrict decodes raw into v and fails on keys v does not have, naming
+// the key (STYLE.md §2: unknown fields are an error).
+func DecodeStrict(raw json.RawMessage, v any) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytesReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	return nil
+}
+
+// QualityError is an error that carries the quality the caller reports, with
+// the reason as text.
+type QualityError struct {
+	Quality value.Quality
+	Reason  string
+}
+
+// Error returns "<quality>: <reason>".
+func (e *QualityError) Error() string { return e.Quality.String() + ": " + e.Reason }
+
+// Errorf returns a *QualityError with quality q and a formatted reason.
+func Errorf(q value.Quality, format string, args ...any) error {
+	return &QualityError{Quality: q, Reason: fmt.Sprintf(format, args...)}
+}
+
+// QualityOf maps err to the quality a caller reports: the quality of a
+// *QualityError anywhere in the chain, value.BadTimeout for
+// context.DeadlineExceeded, else value.BadCommunicationError. The second
+// result is the reason text.
+func QualityOf(err error) (value.Quality, string) {
+	var qe *QualityError
+	if errors.As(err, &qe) {
+		return qe.Quality, qe.Reason
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return value.BadTimeout, "timeout"
+	}
+	return value.BadCommunicationError, err.Error()
+}
+
+// Duration is a time.Duration that decodes from JSON as a Go duration string
+// ("1s", "250ms") or a number of seconds.
+type Duration time.Duration
+
+// UnmarshalJSON accepts "1s" or 1.5 (seconds).
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("bad duration %q: %w", s, err)
+		}
+		*d = Duration(v)
+		return nil
+	}
+	var f float64
+	if err := json.Unmarshal(b, &f); err != nil {
+		return fmt.Errorf("bad duration %s", b)
+	}
+	*d = Duration(f * float64(time.Second))
+	return nil
+}
+
+// MarshalJSON encodes d as a Go duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }

@@ -1,0 +1,491 @@
+// Package tagengine owns the tags of QUBIQ Edge: the tag model, the scan
+// classes that poll drivers, the current VQT of every tag, the fan-out of
+// changes to subscribers, and the write path, where the caller's grant is
+// checked (scope tag:write, then each tag's write level, then read-only and
+// type) before anything reaches a driver (DESIGN.md, "Levels, realms,
+// scopes, grants").
+//
+// tagengine imports device, value and auth only. What it needs from the
+// layers above (persisting last values, the audit log, the write-level
+// source) are interfaces defined here: LastValueSink, AuditSink, LevelSource.
+// The daemon passes the store's implementations.
+package tagengine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"qubiq.dev/edge/auth"
+	"qubiq.dev/edge/device"
+	"qubiq.dev/edge/value"
+)
+
+// LastValueSink persists the last VQT of tags so that a restart can serve
+// them as Uncertain_LastUsableValue (DESIGN.md, Quality).
+type LastValueSink interface {
+	SaveLastValues(vals map[string]value.VQT) error
+}
+
+// AuditEvent is one audit record as the engine sees it: who, from where, the
+// action ("tag.write" or "tag.write.refused"), the tag, the last known VQT
+// before, the value asked for, and the result (a quality name).
+type AuditEvent struct {
+	Time   time.Time
+	Grant  auth.Grant
+	Action string
+	Target string
+	Before *value.VQT
+	After  value.Value
+	Result string
+	Detail string
+}
+
+// AuditSink queues audit records. CanAudit reports (nil) whether a record can
+// be queued now: a write to equipment whose record could not be queued is
+// refused (DESIGN.md, Audit). Audit queues one record.
+type AuditSink interface {
+	CanAudit() error
+	Audit(ev AuditEvent) error
+}
+
+// LevelSource resolves the write level of tags. An unknown tag resolves to
+// the baseline. An error refuses the whole write batch (DESIGN.md: a failed
+// level lookup refuses the whole call).
+type LevelSource interface {
+	WriteLevels(ctx context.Context, paths []string) (map[string]auth.Level, error)
+}
+
+// ErrLevelLookup is wrapped by Write when the write levels could not be
+// resolved: nothing was written; the caller should retry (REST answers 503).
+var ErrLevelLookup = errors.New("write level lookup failed; nothing was written, retry")
+
+// Config configures an Engine. Baseline is the write level of tags that name
+// none (security.baseline_write_level, default operate). Levels overrides the
+// built-in level source (the tags' own levels), for tests and remote
+// sources. WriteTimeout bounds one driver write (default 10 s).
+type Config struct {
+	Baseline     auth.Level
+	Levels       LevelSource
+	LastValues   LastValueSink
+	Audit        AuditSink
+	WriteTimeout time.Duration
+	FlushEvery   time.Duration // last-value persistence period, default 1 s
+	Logger       *slog.Logger
+}
+
+// Result is one tag's VQT as answered to a read.
+type Result struct {
+	Path string
+	value.VQT
+}
+
+// WriteRequest asks to write Value to the tag at Path.
+type WriteRequest struct {
+	Path  string
+	Value value.Value
+}
+
+// WriteResult is the outcome of one write: Good when the device acknowledged
+// it, else the quality that says why not (Bad_UserAccessDenied,
+// Bad_NotWritable, Bad_NodeIdUnknown, Bad_TypeMismatch, Bad_OutOfRange,
+// Bad_Timeout, Uncertain for a write that timed out after it was sent ...).
+type WriteResult struct {
+	Path    string
+	Quality value.Quality
+	Reason  string
+}
+
+// Change is a tag's new VQT, delivered to subscribers.
+type Change struct {
+	Path string
+	value.VQT
+}
+
+type tagState struct {
+	tag   Tag
+	level auth.Level
+	cur   value.VQT
+	dirty bool
+	grp   *group
+}
+
+type group struct {
+	device string
+	drv    device.Driver
+	period time.Duration
+	tags   []*tagState
+	points []device.Point
+	kick   chan struct{}
+}
+
+// Engine holds the tags and their current values. Create it with New, start
+// its scan loops with Start, stop them with Stop.
+type Engine struct {
+	cfg     Config
+	log     *slog.Logger
+	devices map[string]device.Driver
+	tags    map[string]*tagState
+	order   []string
+	groups  []*group
+
+	mu   sync.RWMutex // guards tagState.cur and .dirty
+	subs struct {
+		sync.Mutex
+		next int
+		m    map[int]*subscriber
+	}
+
+	progress  atomic.Int64 // unix nanos of the last completed scan
+	scans     atomic.Uint64
+	overruns  atomic.Uint64
+	wg        sync.WaitGroup
+	cancel    context.CancelFunc
+	startOnce sync.Once
+}
+
+type subscriber struct {
+	ch      chan Change
+	dropped atomic.Uint64
+}
+
+// New builds an engine over the devices (by name) and tags. Each tag must
+// name a device in devices and pass the driver's CheckPoint; the error names
+// the tag, the device and the address. Tag paths must be valid and unique.
+func New(cfg Config, devices map[string]device.Driver, tags []Tag) (*Engine, error) {
+	if cfg.Baseline == auth.LevelNone {
+		cfg.Baseline = auth.LevelOperate
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 10 * time.Second
+	}
+	if cfg.FlushEvery <= 0 {
+		cfg.FlushEvery = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	e := &Engine{cfg: cfg, log: cfg.Logger, devices: devices, tags: map[string]*tagState{}}
+	e.subs.m = map[int]*subscriber{}
+	var errs []error
+	groups := map[string]*group{}
+	for _, t := range tags {
+		if !ValidPath(t.Path) {
+			errs = append(errs, fmt.Errorf("tag %q: invalid path (segments of letters, digits, _ - . and space)", t.Path))
+			continue
+		}
+		if _, dup := e.tags[t.Path]; dup {
+			errs = append(errs, fmt.Errorf("tag %q: defined twice", t.Path))
+			continue
+		}
+		drv, ok := devices[t.Device]
+		if !ok {
+			errs = append(errs, fmt.Errorf("tag %q: unknown device %q", t.Path, t.Device))
+			continue
+		}
+		t.Point.Tag = t.Path
+		if err := drv.CheckPoint(t.Point); err != nil {
+			errs = append(errs, fmt.Errorf("tag %q: device %q: address %q: %w", t.Path, t.Device, t.Point.Address, err))
+			continue
+		}
+		if t.Scan <= 0 {
+			t.Scan = DefaultScan
+		}
+		lvl := t.WriteLevel
+		if lvl == auth.LevelNone {
+			lvl = cfg.Baseline
+		}
+		st := &tagState{tag: t, level: lvl, cur: value.VQT{Quality: value.BadWaitingForInitialData, Time: time.Now().UTC()}}
+		e.tags[t.Path] = st
+		e.order = append(e.order, t.Path)
+		key := fmt.Sprintf("%s\x00%d", t.Device, t.Scan)
+		g := groups[key]
+		if g == nil {
+			g = &group{device: t.Device, drv: drv, period: t.Scan, kick: make(chan struct{}, 1)}
+			groups[key] = g
+			e.groups = append(e.groups, g)
+		}
+		st.grp = g
+		g.tags = append(g.tags, st)
+		g.points = append(g.points, t.Point)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	sort.Strings(e.order)
+	return e, nil
+}
+
+// Seed sets last values read back from the store after a restart. Each
+// becomes Uncertain_LastUsableValue (keeping its value and time) until the
+// device answers (DESIGN.md, Quality). Unknown paths are ignored.
+func (e *Engine) Seed(vals map[string]value.VQT) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for p, v := range vals {
+		st, ok := e.tags[p]
+		if !ok || v.Value == nil {
+			continue
+		}
+		v.Quality = value.UncertainLastUsableValue
+		v.Reason = "last value before restart; waiting for the device"
+		st.cur = v
+	}
+}
+
+// Start opens every device and starts one scan loop per device and scan
+// class. It returns after the loops started; they run until Stop.
+func (e *Engine) Start(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	e.cancel = cancel
+	for name, d := range e.devices {
+		if err := d.Open(ctx); err != nil {
+			cancel()
+			return fmt.Errorf("device %q: open: %w", name, err)
+		}
+	}
+	e.progress.Store(time.Now().UnixNano())
+	for _, g := range e.groups {
+		e.wg.Add(1)
+		go e.scanLoop(ctx, g)
+	}
+	e.wg.Add(1)
+	go e.flushLoop(ctx)
+	return nil
+}
+
+// Stop ends the scan loops, persists the last values and closes the devices.
+func (e *Engine) Stop(ctx context.Context) error {
+	if e.cancel != nil {
+		e.cancel()
+	}
+	e.wg.Wait()
+	err := e.flush()
+	for name, d := range e.devices {
+		if cerr := d.Close(ctx); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("device %q: close: %w", name, cerr))
+		}
+	}
+	return err
+}
+
+func (e *Engine) scanLoop(ctx context.Context, g *group) {
+	defer e.wg.Done()
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-g.kick:
+			if !t.Stop() {
+				select {
+				case <-t.C:
+				default:
+				}
+			}
+		}
+		start := time.Now()
+		vals := g.drv.Read(ctx, g.points)
+		if ctx.Err() != nil {
+			return
+		}
+		e.apply(g, vals)
+		e.scans.Add(1)
+		e.progress.Store(time.Now().UnixNano())
+		next := g.period - time.Since(start)
+		if next <= 0 {
+			e.overruns.Add(1)
+			next = 0
+		}
+		t.Reset(next)
+	}
+}
+
+func (e *Engine) apply(g *group, vals []value.VQT) {
+	var changes []Change
+	e.mu.Lock()
+	for i, st := range g.tags {
+		if i >= len(vals) {
+			break
+		}
+		v := vals[i]
+		if v.Time.IsZero() {
+			v.Time = time.Now().UTC()
+		}
+		if v.Quality.IsGood() || v.Quality.IsUncertain() {
+			v.Value = st.tag.Scale.ToEng(v.Value)
+		}
+		old := st.cur
+		if !v.Quality.IsGood() && v.Value == nil {
+			// Keep the last known value with the new quality (DESIGN.md,
+			// REST: value is the last known value when quality is not Good).
+			v.Value = old.Value
+		}
+		if old.Quality == v.Quality && old.Reason == v.Reason && !st.tag.Deadband.Exceeded(old.Value, v.Value) {
+			continue
+		}
+		st.cur = v
+		st.dirty = true
+		changes = append(changes, Change{Path: st.tag.Path, VQT: v})
+	}
+	e.mu.Unlock()
+	if len(changes) > 0 {
+		e.publish(changes)
+	}
+}
+
+func (e *Engine) publish(changes []Change) {
+	e.subs.Lock()
+	defer e.subs.Unlock()
+	for _, s := range e.subs.m {
+		for _, c := range changes {
+			select {
+			case s.ch <- c:
+			default:
+				if s.dropped.Add(1) == 1 {
+					e.log.Warn("subscriber queue full; changes dropped and counted")
+				}
+			}
+		}
+	}
+}
+
+// Subscribe returns a channel of changes with room for buf pending changes,
+// and a function that ends the subscription. A subscriber that falls behind
+// loses changes; the count is returned by the dropped function (DESIGN.md:
+// never dropped silently).
+func (e *Engine) Subscribe(buf int) (ch <-chan Change, dropped func() uint64, cancel func()) {
+	s := &subscriber{ch: make(chan Change, buf)}
+	e.subs.Lock()
+	id := e.subs.next
+	e.subs.next++
+	e.subs.m[id] = s
+	e.subs.Unlock()
+	return s.ch, s.dropped.Load, func() {
+		e.subs.Lock()
+		delete(e.subs.m, id)
+		e.subs.Unlock()
+	}
+}
+
+func (e *Engine) flushLoop(ctx context.Context) {
+	defer e.wg.Done()
+	t := time.NewTicker(e.cfg.FlushEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := e.flush(); err != nil {
+				e.log.Error("persist last values failed", slog.Any("err", err))
+			}
+		}
+	}
+}
+
+func (e *Engine) flush() error {
+	if e.cfg.LastValues == nil {
+		return nil
+	}
+	e.mu.Lock()
+	vals := map[string]value.VQT{}
+	for p, st := range e.tags {
+		if st.dirty && st.cur.Value != nil {
+			vals[p] = st.cur
+			st.dirty = false
+		}
+	}
+	e.mu.Unlock()
+	if len(vals) == 0 {
+		return nil
+	}
+	if err := e.cfg.LastValues.SaveLastValues(vals); err != nil {
+		e.mu.Lock()
+		for p := range vals {
+			e.tags[p].dirty = true
+		}
+		e.mu.Unlock()
+		return fmt.Errorf("save last values: %w", err)
+	}
+	return nil
+}
+
+// Progress returns when a scan last completed (Start counts as progress).
+// The systemd watchdog pings only while this moves (DESIGN.md, hard-won
+// rules: the watchdog proves progress).
+func (e *Engine) Progress() time.Time { return time.Unix(0, e.progress.Load()) }
+
+// Stats returns the number of completed scans and of scans that overran
+// their period.
+func (e *Engine) Stats() (scans, overruns uint64) { return e.scans.Load(), e.overruns.Load() }
+
+// Tags returns the configured tags whose paths g may see (its prefixes),
+// sorted by path, with their effective write level.
+func (e *Engine) Tags(g auth.Grant) []TagInfo {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	out := make([]TagInfo, 0, len(e.order))
+	for _, p := range e.order {
+		if !g.AllowsPath(p) {
+			continue
+		}
+		st := e.tags[p]
+		out = append(out, TagInfo{Tag: st.tag, WriteLevel: st.level, Current: st.cur})
+	}
+	return out
+}
+
+// TagInfo is a tag with its effective write level and current VQT.
+type TagInfo struct {
+	Tag
+	WriteLevel auth.Level
+	Current    value.VQT
+}
+
+// Read returns the current VQT of each path, in order: an unknown path is
+// Bad_NodeIdUnknown, a path outside g's prefixes Bad_UserAccessDenied
+// (DESIGN.md, Quality). It fails with a *auth.DeniedError when g lacks
+// tag:read.
+func (e *Engine) Read(g auth.Grant, paths []string) ([]Result, error) {
+	if err := g.RequireScope(auth.TagRead, "tag.read"); err != nil {
+		return nil, err
+	}
+	now := time.Now().UTC()
+	out := make([]Result, len(paths))
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	for i, p := range paths {
+		out[i].Path = p
+		switch st, ok := e.tags[p]; {
+		case !ok:
+			out[i].VQT = value.Bad(value.BadNodeIDUnknown, "unknown tag", now)
+		case !g.AllowsPath(p):
+			out[i].VQT = value.Bad(value.BadUserAccessDenied, "path outside the allowed prefixes", now)
+		default:
+			out[i].VQT = st.cur
+		}
+	}
+	return out, nil
+}
+
+// DeviceStates returns each device's connection state and reason, for health.
+func (e *Engine) DeviceStates() map[string][2]string {
+	out := map[string][2]string{}
+	for n, d := range e.devices {
+		if s, ok := d.(device.Stater); ok {
+			st, r := s.State()
+			out[n] = [2]string{st, r}
+		} else {
+			out[n] = [2]string{"unknown", ""}
+		}
+	}
+	return out
+}

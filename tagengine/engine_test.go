@@ -1,0 +1,295 @@
+package tagengine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"qubiq.dev/edge/auth"
+	"qubiq.dev/edge/device"
+	"qubiq.dev/edge/internal/deptest"
+	"qubiq.dev/edge/value"
+)
+
+// fakeDriver records writes and serves reads from a map.
+type fakeDriver struct {
+	mu      sync.Mutex
+	vals    map[string]value.VQT
+	writes  []string
+	readErr value.Quality
+}
+
+func newFake() *fakeDriver { return &fakeDriver{vals: map[string]value.VQT{}} }
+
+func (f *fakeDriver) Validate() error                 { return nil }
+func (f *fakeDriver) CheckPoint(p device.Point) error { return nil }
+func (f *fakeDriver) Open(context.Context) error      { return nil }
+func (f *fakeDriver) Close(context.Context) error     { return nil }
+func (f *fakeDriver) Read(_ context.Context, ps []device.Point) []value.VQT {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]value.VQT, len(ps))
+	for i, p := range ps {
+		if f.readErr != value.Good && f.readErr != 0 {
+			out[i] = value.Bad(f.readErr, "device away", time.Now())
+			continue
+		}
+		v, ok := f.vals[p.Address]
+		if !ok {
+			v = value.VQT{Value: int64(0), Quality: value.Good, Time: time.Now()}
+		}
+		out[i] = v
+	}
+	return out
+}
+func (f *fakeDriver) Write(_ context.Context, p device.Point, v value.Value) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.writes = append(f.writes, fmt.Sprintf("%s=%v", p.Address, v))
+	f.vals[p.Address] = value.VQT{Value: v, Quality: value.Good, Time: time.Now()}
+	return nil
+}
+func (f *fakeDriver) nwrites() int { f.mu.Lock(); defer f.mu.Unlock(); return len(f.writes) }
+
+type failingLevels struct{}
+
+func (failingLevels) WriteLevels(context.Context, []string) (map[string]auth.Level, error) {
+	return nil, errors.New("level store unreachable")
+}
+
+type memAudit struct {
+	mu  sync.Mutex
+	evs []AuditEvent
+	err error
+}
+
+func (a *memAudit) CanAudit() error { return a.err }
+func (a *memAudit) Audit(ev AuditEvent) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.evs = append(a.evs, ev)
+	return nil
+}
+
+func newEngine(t *testing.T, cfg Config) (*Engine, *fakeDriver) {
+	t.Helper()
+	drv := newFake()
+	tags := []Tag{
+		{Path: "L/View", Device: "d", Point: device.Point{Address: "v", Type: value.Int16}, WriteLevel: auth.LevelView},
+		{Path: "L/Operate", Device: "d", Point: device.Point{Address: "o", Type: value.Int16}, WriteLevel: auth.LevelOperate},
+		{Path: "L/Supervise", Device: "d", Point: device.Point{Address: "s", Type: value.Int16}, WriteLevel: auth.LevelSupervise},
+		{Path: "L/Design", Device: "d", Point: device.Point{Address: "x", Type: value.Int16}, WriteLevel: auth.LevelDesign},
+		{Path: "L/Baseline", Device: "d", Point: device.Point{Address: "b", Type: value.Int16}},
+		{Path: "L/RO", Device: "d", Point: device.Point{Address: "r", Type: value.Int16}, ReadOnly: true},
+		{Path: "L/Scaled", Device: "d", Point: device.Point{Address: "sc", Type: value.Int16}, Scale: Scale{Factor: 0.1}},
+	}
+	e, err := New(cfg, map[string]device.Driver{"d": drv}, tags)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, drv
+}
+
+func TestDeps_Tagengine(t *testing.T) {
+	deptest.OnlyProject(t, "qubiq.dev/edge/tagengine", "qubiq.dev/edge/device!", "qubiq.dev/edge/value", "qubiq.dev/edge/auth")
+}
+
+// TestEngine_Write_ScopeAndLevelMatrix walks every combination of scope
+// present/absent and grant level against tags of every level: a write reaches
+// the driver if and only if the scope is held and grant level >= tag level.
+func TestEngine_Write_ScopeAndLevelMatrix(t *testing.T) {
+	levels := []auth.Level{auth.LevelView, auth.LevelOperate, auth.LevelSupervise, auth.LevelDesign}
+	tagOf := map[auth.Level]string{auth.LevelView: "L/View", auth.LevelOperate: "L/Operate",
+		auth.LevelSupervise: "L/Supervise", auth.LevelDesign: "L/Design"}
+	for _, hasScope := range []bool{true, false} {
+		for _, gl := range levels {
+			for _, tl := range levels {
+				name := fmt.Sprintf("scope=%v/grant=%s/tag=%s", hasScope, gl, tl)
+				t.Run(name, func(t *testing.T) {
+					audit := &memAudit{}
+					e, drv := newEngine(t, Config{Audit: audit})
+					g := auth.Grant{Principal: "t", WriteLevel: gl}
+					if hasScope {
+						g.Scopes = []auth.Scope{auth.TagWrite}
+					}
+					res, err := e.Write(context.Background(), g, []WriteRequest{{Path: tagOf[tl], Value: int64(5)}})
+					if !hasScope {
+						var de *auth.DeniedError
+						if !errors.As(err, &de) || de.Need != "tag:write" {
+							t.Fatalf("err = %v, want DeniedError naming tag:write", err)
+						}
+						if drv.nwrites() != 0 {
+							t.Fatal("write reached the driver without tag:write")
+						}
+						return
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					want := value.Good
+					if gl < tl {
+						want = value.BadUserAccessDenied
+					}
+					if res[0].Quality != want {
+						t.Fatalf("quality = %s (%s), want %s", res[0].Quality, res[0].Reason, want)
+					}
+					if got := drv.nwrites(); (want == value.Good) != (got == 1) {
+						t.Fatalf("driver writes = %d, want quality %s", got, want)
+					}
+					if want != value.Good && res[0].Reason == "" {
+						t.Fatal("refusal without a reason")
+					}
+					if len(audit.evs) != 1 {
+						t.Fatalf("audit records = %d, want 1", len(audit.evs))
+					}
+				})
+			}
+		}
+	}
+}
+
+func TestEngine_Write_FailedLevelLookupRefusesWholeBatch(t *testing.T) {
+	e, drv := newEngine(t, Config{Levels: failingLevels{}})
+	g := auth.Full("t", auth.RealmPlatform, "test")
+	_, err := e.Write(context.Background(), g, []WriteRequest{{Path: "L/View", Value: 1}, {Path: "L/Operate", Value: 2}})
+	if !errors.Is(err, ErrLevelLookup) {
+		t.Fatalf("err = %v, want ErrLevelLookup", err)
+	}
+	if drv.nwrites() != 0 {
+		t.Fatalf("driver got %d writes after a failed level lookup", drv.nwrites())
+	}
+}
+
+func TestEngine_Write_MixedBatchKeepsGoodOnes(t *testing.T) {
+	e, drv := newEngine(t, Config{})
+	g := auth.Grant{Scopes: []auth.Scope{auth.TagWrite}, WriteLevel: auth.LevelOperate}
+	res, err := e.Write(context.Background(), g, []WriteRequest{
+		{Path: "L/Supervise", Value: 1},
+		{Path: "L/Operate", Value: 2},
+		{Path: "L/Nope", Value: 3},
+		{Path: "L/RO", Value: 4},
+		{Path: "L/Baseline", Value: 40000},
+		{Path: "L/Baseline", Value: "x"},
+		{Path: "L/Baseline", Value: -20},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []value.Quality{value.BadUserAccessDenied, value.Good, value.BadNodeIDUnknown,
+		value.BadNotWritable, value.BadOutOfRange, value.BadTypeMismatch, value.Good}
+	for i, w := range want {
+		if res[i].Quality != w {
+			t.Errorf("write %d (%s): %s (%s), want %s", i, res[i].Path, res[i].Quality, res[i].Reason, w)
+		}
+	}
+	if drv.nwrites() != 2 {
+		t.Fatalf("driver writes = %v", drv.writes)
+	}
+}
+
+func TestEngine_Write_PrefixesAndScale(t *testing.T) {
+	e, drv := newEngine(t, Config{})
+	g := auth.Grant{Scopes: []auth.Scope{auth.TagWrite}, WriteLevel: auth.LevelDesign, Prefixes: []string{"L/Scaled"}}
+	res, _ := e.Write(context.Background(), g, []WriteRequest{{Path: "L/Scaled", Value: 12.3}, {Path: "L/Operate", Value: 1}})
+	if res[0].Quality != value.Good || res[1].Quality != value.BadUserAccessDenied {
+		t.Fatalf("results %+v", res)
+	}
+	if drv.writes[0] != "sc=123" {
+		t.Fatalf("scaled write sent %v, want raw 123", drv.writes)
+	}
+}
+
+func TestEngine_Write_AuditUnavailableRefuses(t *testing.T) {
+	e, drv := newEngine(t, Config{Audit: &memAudit{err: errors.New("queue full")}})
+	res, _ := e.Write(context.Background(), auth.Full("t", auth.RealmPlatform, "t"), []WriteRequest{{Path: "L/View", Value: 1}})
+	if res[0].Quality == value.Good || drv.nwrites() != 0 {
+		t.Fatalf("write went through without an audit record: %+v", res)
+	}
+}
+
+func TestEngine_Read_UnknownAndPrefix(t *testing.T) {
+	e, _ := newEngine(t, Config{})
+	g := auth.Grant{Scopes: []auth.Scope{auth.TagRead}, Prefixes: []string{"L/View"}}
+	res, err := e.Read(g, []string{"L/View", "L/Operate", "Nope"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Quality != value.BadWaitingForInitialData || res[1].Quality != value.BadUserAccessDenied || res[2].Quality != value.BadNodeIDUnknown {
+		t.Fatalf("qualities %v %v %v", res[0].Quality, res[1].Quality, res[2].Quality)
+	}
+	if _, err := e.Read(auth.Grant{}, []string{"L/View"}); err == nil {
+		t.Fatal("read without tag:read allowed")
+	}
+}
+
+func TestEngine_Scan_SeedThenGoodThenBad(t *testing.T) {
+	drv := newFake()
+	drv.vals["a"] = value.VQT{Value: int64(7), Quality: value.Good}
+	e, err := New(Config{}, map[string]device.Driver{"d": drv}, []Tag{{Path: "A", Device: "d", Scan: 10 * time.Millisecond, Point: device.Point{Address: "a", Type: value.Int16}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Seed(map[string]value.VQT{"A": {Value: int64(3), Quality: value.Good, Time: time.Now()}})
+	g := auth.Grant{Scopes: []auth.Scope{auth.TagRead}}
+	r, _ := e.Read(g, []string{"A"})
+	if r[0].Quality != value.UncertainLastUsableValue || r[0].Value != int64(3) {
+		t.Fatalf("seeded = %+v", r[0])
+	}
+	ch, _, cancel := e.Subscribe(16)
+	defer cancel()
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Stop(context.Background())
+	waitQuality(t, ch, value.Good)
+	drv.mu.Lock()
+	drv.readErr = value.BadNotConnected
+	drv.mu.Unlock()
+	c := waitQuality(t, ch, value.BadNotConnected)
+	if c.Value != int64(7) {
+		t.Fatalf("bad VQT lost the last known value: %+v", c)
+	}
+}
+
+func waitQuality(t *testing.T, ch <-chan Change, q value.Quality) Change {
+	t.Helper()
+	timer := time.NewTimer(5 * time.Second)
+	defer timer.Stop()
+	for {
+		select {
+		case c := <-ch:
+			if c.Quality == q {
+				return c
+			}
+		case <-timer.C:
+			t.Fatalf("no change to %s", q)
+		}
+	}
+}
+
+func TestDeadband_Exceeded(t *testing.T) {
+	cases := []struct {
+		name     string
+		d        Deadband
+		old, new value.Value
+		want     bool
+	}{
+		{"none-equal", Deadband{}, 1.0, 1.0, false},
+		{"none-diff", Deadband{}, 1.0, 1.01, true},
+		{"abs-below", Deadband{Absolute: 0.5}, 10.0, 10.4, false},
+		{"abs-above", Deadband{Absolute: 0.5}, 10.0, 10.6, true},
+		{"pct-below", Deadband{Percent: 10}, 100.0, 109.0, false},
+		{"pct-above", Deadband{Percent: 10}, 100.0, 111.0, true},
+		{"string", Deadband{Absolute: 5}, "a", "b", true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := c.d.Exceeded(c.old, c.new); got != c.want {
+				t.Fatalf("Exceeded(%v,%v) = %v", c.old, c.new, got)
+			}
+		})
+	}
+}

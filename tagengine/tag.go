@@ -1,0 +1,123 @@
+package tagengine
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"time"
+
+	"qubiq.dev/edge/auth"
+	"qubiq.dev/edge/device"
+	"qubiq.dev/edge/value"
+)
+
+// Tag is one configured tag (DESIGN.md, Project file "tags"). Point carries
+// what the driver needs; the rest is the engine's.
+type Tag struct {
+	Path        string
+	Device      string
+	Point       device.Point
+	Scan        time.Duration // scan class period; DefaultScan when zero
+	WriteLevel  auth.Level    // LevelNone: the baseline write level
+	ReadOnly    bool
+	Units       string
+	Description string
+	Deadband    Deadband
+	Scale       Scale
+}
+
+// DefaultScan is the scan period of a tag that names none.
+const DefaultScan = time.Second
+
+// Deadband suppresses changes smaller than Absolute (engineering units) or
+// than Percent of the last value's magnitude. Zero values disable it.
+type Deadband struct {
+	Absolute float64
+	Percent  float64
+}
+
+// Exceeded reports whether the change from old to new passes the deadband.
+// Non-numeric values always pass when they differ.
+func (d Deadband) Exceeded(old, new value.Value) bool {
+	if value.Equal(old, new) {
+		return false
+	}
+	o, ok1 := value.ToFloat(old)
+	n, ok2 := value.ToFloat(new)
+	if !ok1 || !ok2 || math.IsNaN(o) || math.IsNaN(n) {
+		return true
+	}
+	diff := math.Abs(n - o)
+	if d.Absolute > 0 && diff < d.Absolute {
+		return false
+	}
+	if d.Percent > 0 && diff < math.Abs(o)*d.Percent/100 {
+		return false
+	}
+	return true
+}
+
+// Scale is the linear map raw → engineering: eng = raw × Factor + Offset.
+// The zero Scale is the identity. DESIGN.md's {raw: [lo, hi], eng: [lo, hi]}
+// form converts with ScaleFromRanges.
+type Scale struct {
+	Factor float64
+	Offset float64
+}
+
+// ScaleFromRanges returns the Scale mapping rawLo..rawHi onto engLo..engHi.
+// It fails when the raw range is empty.
+func ScaleFromRanges(rawLo, rawHi, engLo, engHi float64) (Scale, error) {
+	if rawHi == rawLo {
+		return Scale{}, fmt.Errorf("scale: raw range [%v, %v] is empty", rawLo, rawHi)
+	}
+	f := (engHi - engLo) / (rawHi - rawLo)
+	return Scale{Factor: f, Offset: engLo - rawLo*f}, nil
+}
+
+func (s Scale) identity() bool { return (s.Factor == 0 || s.Factor == 1) && s.Offset == 0 }
+
+// ToEng maps a raw driver value to engineering units; non-numeric values and
+// the identity scale pass through unchanged. Scaled values are float64.
+func (s Scale) ToEng(v value.Value) value.Value {
+	if s.identity() {
+		return v
+	}
+	switch v.(type) {
+	case int64, uint64, float64:
+		f, _ := value.ToFloat(v)
+		return f*s.factor() + s.Offset
+	}
+	return v
+}
+
+// ToRaw maps an engineering value back to raw for a write. Integer types are
+// rounded to the nearest integer afterwards by value.Coerce's caller.
+func (s Scale) ToRaw(v value.Value, t value.Type) (value.Value, error) {
+	if s.identity() {
+		return v, nil
+	}
+	f, ok := value.ToFloat(v)
+	if !ok {
+		return nil, fmt.Errorf("%w: %v is not a number", value.ErrTypeMismatch, v)
+	}
+	raw := (f - s.Offset) / s.factor()
+	switch t {
+	case value.Float32, value.Float64:
+		return raw, nil
+	}
+	return math.Round(raw), nil
+}
+
+func (s Scale) factor() float64 {
+	if s.Factor == 0 {
+		return 1
+	}
+	return s.Factor
+}
+
+var pathRe = regexp.MustCompile(`^[A-Za-z0-9_.\- ]+(/[A-Za-z0-9_.\- ]+)*$`)
+
+// ValidPath reports whether p is a tag path: segments of letters, digits,
+// '_', '-', '.' and space, separated by '/' (DESIGN.md, Tags and addresses).
+func ValidPath(p string) bool { return pathRe.MatchString(p) }

@@ -1,0 +1,138 @@
+package tagengine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"qubiq.dev/edge/auth"
+	"qubiq.dev/edge/device"
+	"qubiq.dev/edge/value"
+)
+
+// WriteLevels resolves the tags' write levels from the configuration: an
+// unknown tag resolves to the baseline (DESIGN.md). It never fails; it is the
+// LevelSource used when Config.Levels is nil.
+func (e *Engine) WriteLevels(_ context.Context, paths []string) (map[string]auth.Level, error) {
+	out := make(map[string]auth.Level, len(paths))
+	for _, p := range paths {
+		if st, ok := e.tags[p]; ok {
+			out[p] = st.level
+		} else {
+			out[p] = e.cfg.Baseline
+		}
+	}
+	return out, nil
+}
+
+// Write is the write path (DESIGN.md, "Writes flow one way"): it checks that
+// g holds tag:write (else a *auth.DeniedError, nothing written), resolves the
+// write level of every target (an error refuses the whole batch with
+// ErrLevelLookup, nothing written), then per tag: known, inside g's prefixes,
+// level allowed, not read-only, value of the right type and range, audit
+// record queueable; only then does the driver get the write. Each write is
+// independent: one refused tag never stops the others. Every write that
+// reached a device and every refusal is audited.
+func (e *Engine) Write(ctx context.Context, g auth.Grant, reqs []WriteRequest) ([]WriteResult, error) {
+	if err := g.RequireScope(auth.TagWrite, "tag.write"); err != nil {
+		e.audit(g, "tag.write.refused", "", nil, nil, value.BadUserAccessDenied.String(), err.Error())
+		return nil, err
+	}
+	paths := make([]string, len(reqs))
+	for i, r := range reqs {
+		paths[i] = r.Path
+	}
+	src := e.cfg.Levels
+	if src == nil {
+		src = e
+	}
+	levels, err := src.WriteLevels(ctx, paths)
+	if err != nil {
+		e.audit(g, "tag.write.refused", "", nil, nil, "refused", "write level lookup failed: "+err.Error())
+		return nil, fmt.Errorf("%w: %v", ErrLevelLookup, err)
+	}
+	out := make([]WriteResult, len(reqs))
+	for i, r := range reqs {
+		out[i] = e.writeOne(ctx, g, r, levels)
+	}
+	return out, nil
+}
+
+func (e *Engine) writeOne(ctx context.Context, g auth.Grant, r WriteRequest, levels map[string]auth.Level) WriteResult {
+	res := WriteResult{Path: r.Path}
+	refuse := func(q value.Quality, reason string, before *value.VQT) WriteResult {
+		res.Quality, res.Reason = q, reason
+		e.audit(g, "tag.write.refused", r.Path, before, r.Value, q.String(), reason)
+		return res
+	}
+	st, ok := e.tags[r.Path]
+	if !ok {
+		return refuse(value.BadNodeIDUnknown, "unknown tag", nil)
+	}
+	if !g.AllowsPath(r.Path) {
+		return refuse(value.BadUserAccessDenied, "path outside the allowed prefixes", nil)
+	}
+	lvl, ok := levels[r.Path]
+	if !ok {
+		lvl = e.cfg.Baseline
+	}
+	if !g.AllowsLevel(lvl) {
+		return refuse(value.BadUserAccessDenied, fmt.Sprintf("write level %q required (grant has %q)", lvl, g.WriteLevel), nil)
+	}
+	if st.tag.ReadOnly {
+		return refuse(value.BadNotWritable, "tag is read-only", nil)
+	}
+	raw, err := st.tag.Scale.ToRaw(value.Normalize(r.Value), st.tag.Point.Type)
+	if err == nil {
+		raw, err = value.Coerce(st.tag.Point.Type, raw)
+	}
+	if err != nil {
+		q := value.BadTypeMismatch
+		if errors.Is(err, value.ErrOutOfRange) {
+			q = value.BadOutOfRange
+		}
+		return refuse(q, err.Error(), nil)
+	}
+	if e.cfg.Audit != nil {
+		if err := e.cfg.Audit.CanAudit(); err != nil {
+			res.Quality, res.Reason = value.BadDeviceFailure, "write refused: audit log unavailable: "+err.Error()
+			e.log.Error("equipment write refused: audit record cannot be queued")
+			return res
+		}
+	}
+	e.mu.RLock()
+	before := st.cur
+	e.mu.RUnlock()
+	wctx, cancel := context.WithTimeout(ctx, e.cfg.WriteTimeout)
+	werr := e.devices[st.tag.Device].Write(wctx, st.tag.Point, raw)
+	cancel()
+	if werr != nil {
+		res.Quality, res.Reason = device.QualityOf(werr)
+	} else {
+		res.Quality = value.Good
+		e.kick(st)
+	}
+	e.audit(g, "tag.write", r.Path, &before, r.Value, res.Quality.String(), res.Reason)
+	return res
+}
+
+// kick asks the scan loop that holds st to read again now, so a written value
+// shows without waiting a full scan period.
+func (e *Engine) kick(st *tagState) {
+	select {
+	case st.grp.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (e *Engine) audit(g auth.Grant, action, target string, before *value.VQT, after value.Value, result, detail string) {
+	if e.cfg.Audit == nil {
+		return
+	}
+	ev := AuditEvent{Time: time.Now().UTC(), Grant: g, Action: action, Target: target,
+		Before: before, After: after, Result: result, Detail: detail}
+	if err := e.cfg.Audit.Audit(ev); err != nil {
+		e.log.Error("audit record lost", "action", action, "target", target, "err", err)
+	}
+}
