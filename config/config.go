@@ -1,0 +1,274 @@
+// Package config reads the daemon's YAML configuration and the project file
+// (DESIGN.md, "Daemon config (YAML)" and "Project file (YAML)"). Both are
+// decoded strictly: an unknown key is an error naming the key, the file and
+// the line. Relative paths are resolved against the directory of the file
+// that names them.
+//
+// config imports value, auth and tagengine types only; the daemon turns what
+// it reads into drivers, tags and services.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Daemon is the daemon configuration file.
+type Daemon struct {
+	ApplianceID string   `yaml:"appliance_id"`
+	DataDir     string   `yaml:"data_dir"`
+	Project     string   `yaml:"project"`
+	HTTP        HTTP     `yaml:"http"`
+	Python      Python   `yaml:"python"`
+	Security    Security `yaml:"security"`
+	Store       Store    `yaml:"store"`
+	History     History  `yaml:"history"`
+	MQTT        MQTT     `yaml:"mqtt"`
+
+	// File is the path the configuration was read from (absolute).
+	File string `yaml:"-"`
+}
+
+// HTTP is the API listener. TLS is "off", "auto" or {cert, key}.
+type HTTP struct {
+	Listen string    `yaml:"listen"`
+	TLS    yaml.Node `yaml:"tls"`
+}
+
+// Python configures the script workers (DESIGN.md, Daemon config, python).
+type Python struct {
+	Path               string            `yaml:"path"`
+	Replicas           int               `yaml:"replicas"`
+	NodeTimeout        Duration          `yaml:"node_timeout"`
+	GatewayTimeout     GatewayTimeout    `yaml:"gateway_timeout"`
+	MemoryMax          Size              `yaml:"memory_max"`
+	PidsMax            int               `yaml:"pids_max"`
+	CPUMax             float64           `yaml:"cpu_max"`
+	RecycleAfterRuns   int               `yaml:"recycle_after_runs"`
+	RecycleAboveMemory Size              `yaml:"recycle_above_memory"`
+	Queue              int               `yaml:"queue"`
+	IndexURL           string            `yaml:"index_url"`
+	Hardening          map[string]string `yaml:"hardening"`
+}
+
+// GatewayTimeout clamps @gateway(timeout_ms=...).
+type GatewayTimeout struct {
+	Default Duration `yaml:"default"`
+	Min     Duration `yaml:"min"`
+	Max     Duration `yaml:"max"`
+}
+
+// Security holds the baseline write level (view, operate, supervise, design).
+type Security struct {
+	BaselineWriteLevel string `yaml:"baseline_write_level"`
+}
+
+// Store configures the bbolt file. OpenTimeout bounds the wait for its lock.
+type Store struct {
+	OpenTimeout Duration `yaml:"open_timeout"`
+}
+
+// History holds the retention policy.
+type History struct {
+	Retention struct {
+		MaxAge   Duration `yaml:"max_age"`
+		MaxBytes Size     `yaml:"max_bytes"`
+	} `yaml:"retention"`
+}
+
+// MQTT is the supervisor link; accepted and validated here, used by the mqtt
+// work.
+type MQTT struct {
+	Brokers      []string          `yaml:"brokers"`
+	TLS          map[string]string `yaml:"tls"`
+	Username     string            `yaml:"username"`
+	PasswordFile string            `yaml:"password_file"`
+	TrustedKeys  map[string]string `yaml:"trusted_keys"`
+	Grants       map[string]struct {
+		Scopes      []string `yaml:"scopes"`
+		WriteLevel  string   `yaml:"write_level"`
+		Permissions []string `yaml:"permissions"`
+	} `yaml:"grants"`
+	RequireSigned *bool     `yaml:"require_signed"`
+	StaleAfter    Duration  `yaml:"stale_after"`
+	Keepalive     Duration  `yaml:"keepalive"`
+	Outbox        yaml.Node `yaml:"outbox"`
+}
+
+// Defaults, applied by LoadDaemon to keys the file leaves out.
+const (
+	DefaultListen      = "127.0.0.1:8080"
+	DefaultDataDir     = "/var/lib/qubiq"
+	DefaultPythonPath  = "/usr/lib/qubiq/current/python/bin/python3"
+	DefaultReplicas    = 2
+	DefaultOpenTimeout = 5 * time.Second
+)
+
+// LoadDaemon reads and validates the daemon configuration at path. The
+// environment variables PYTHON_PATH and PYTHON_WORKER_REPLICAS override
+// python.path and python.replicas. Relative paths (data_dir, project) are
+// made absolute against the file's directory. Every problem found is in the
+// returned error, each naming the file and, where known, the line.
+func LoadDaemon(path string) (*Daemon, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(abs)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	var d Daemon
+	if err := decodeStrict(b, &d); err != nil {
+		return nil, fmt.Errorf("%s: %w", abs, err)
+	}
+	d.File = abs
+	dir := filepath.Dir(abs)
+	if d.DataDir == "" {
+		d.DataDir = DefaultDataDir
+	}
+	d.DataDir = resolve(dir, d.DataDir)
+	if d.Project != "" {
+		d.Project = resolve(dir, d.Project)
+	}
+	if d.HTTP.Listen == "" {
+		d.HTTP.Listen = DefaultListen
+	}
+	if v := os.Getenv("PYTHON_PATH"); v != "" {
+		d.Python.Path = v
+	}
+	if d.Python.Path == "" {
+		d.Python.Path = DefaultPythonPath
+	}
+	var errs []error
+	if v := os.Getenv("PYTHON_WORKER_REPLICAS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			errs = append(errs, fmt.Errorf("PYTHON_WORKER_REPLICAS=%q: want a whole number >= 1", v))
+		} else {
+			d.Python.Replicas = n
+		}
+	}
+	if d.Python.Replicas == 0 {
+		d.Python.Replicas = DefaultReplicas
+	}
+	if d.Python.Replicas < 0 {
+		errs = append(errs, fmt.Errorf("%s: python.replicas %d: want >= 1", abs, d.Python.Replicas))
+	}
+	if d.Store.OpenTimeout == 0 {
+		d.Store.OpenTimeout = Duration(DefaultOpenTimeout)
+	}
+	if d.Security.BaselineWriteLevel == "" {
+		d.Security.BaselineWriteLevel = "operate"
+	}
+	switch d.Security.BaselineWriteLevel {
+	case "view", "operate", "supervise", "design":
+	default:
+		errs = append(errs, fmt.Errorf("%s: security.baseline_write_level %q: want view, operate, supervise or design", abs, d.Security.BaselineWriteLevel))
+	}
+	if d.HTTP.TLS.Kind != 0 {
+		if d.HTTP.TLS.Kind == yaml.ScalarNode && d.HTTP.TLS.Value != "off" && d.HTTP.TLS.Value != "false" {
+			errs = append(errs, fmt.Errorf("%s:%d: http.tls %q: only \"off\" is supported by this build", abs, d.HTTP.TLS.Line, d.HTTP.TLS.Value))
+		} else if d.HTTP.TLS.Kind != yaml.ScalarNode {
+			errs = append(errs, fmt.Errorf("%s:%d: http.tls: certificate files are not supported by this build; use off", abs, d.HTTP.TLS.Line))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return &d, nil
+}
+
+func resolve(dir, p string) string {
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p)
+	}
+	return filepath.Join(dir, p)
+}
+
+func decodeStrict(b []byte, v any) error {
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		return err
+	}
+	return nil
+}
+
+// Duration is a time.Duration written as Go duration text ("250ms", "1s",
+// "5m") with a "d" suffix allowed for days ("35d").
+type Duration time.Duration
+
+// UnmarshalYAML decodes "1s", "35d" or a number of seconds.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+var dayRe = regexp.MustCompile(`^(\d+(?:\.\d+)?)d$`)
+
+// ParseDuration parses Go duration text, "Nd" (days) or a bare number of
+// seconds. The error names the text.
+func ParseDuration(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if m := dayRe.FindStringSubmatch(s); m != nil {
+		f, _ := strconv.ParseFloat(m[1], 64)
+		return time.Duration(f * float64(24*time.Hour)), nil
+	}
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		return time.Duration(f * float64(time.Second)), nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("bad duration %q (want e.g. 500ms, 1s, 5m, 35d)", s)
+	}
+	return v, nil
+}
+
+// Size is a byte count written as "256MiB", "2GiB", "64MB" or a number.
+type Size int64
+
+var sizeRe = regexp.MustCompile(`^(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?$`)
+
+// UnmarshalYAML decodes a size with an optional unit (B, KB, KiB, MB, MiB,
+// GB, GiB, TB, TiB).
+func (s *Size) UnmarshalYAML(n *yaml.Node) error {
+	v, err := ParseSize(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*s = Size(v)
+	return nil
+}
+
+// ParseSize parses "256MiB" and friends into bytes. The error names the text.
+func ParseSize(s string) (int64, error) {
+	m := sizeRe.FindStringSubmatch(strings.TrimSpace(s))
+	if m == nil {
+		return 0, fmt.Errorf("bad size %q (want e.g. 256MiB, 2GiB)", s)
+	}
+	f, _ := strconv.ParseFloat(m[1], 64)
+	mult := map[string]float64{"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
+		"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}[m[2]]
+	return int64(f * mult), nil
+}
