@@ -1,0 +1,181 @@
+package auth
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestGrant_AllowsPath_WholeSegments(t *testing.T) {
+	g := Grant{Prefixes: []string{"Line1"}}
+	cases := map[string]bool{"Line1": true, "Line1/Pump": true, "Line10/Pump": false, "Line": false, "Other/Line1": false}
+	for p, want := range cases {
+		if got := g.AllowsPath(p); got != want {
+			t.Errorf("AllowsPath(%q) = %v, want %v", p, got, want)
+		}
+	}
+	if !(Grant{}).AllowsPath("anything") {
+		t.Error("grant without prefixes must allow every path")
+	}
+}
+
+func TestGrant_AllowsLevel(t *testing.T) {
+	levels := []Level{LevelView, LevelOperate, LevelSupervise, LevelDesign}
+	for _, gl := range levels {
+		for _, tl := range levels {
+			if got := (Grant{WriteLevel: gl}).AllowsLevel(tl); got != (gl >= tl) {
+				t.Errorf("grant %s tag %s: %v", gl, tl, got)
+			}
+		}
+	}
+	if (Grant{}).AllowsLevel(LevelView) {
+		t.Error("zero grant may write a view tag")
+	}
+}
+
+func TestGrant_Intersect_NeverWidens(t *testing.T) {
+	caller := Grant{Principal: "op", Scopes: []Scope{TagRead, TagWrite}, WriteLevel: LevelOperate, Prefixes: []string{"Line1"}}
+	entry := Grant{Scopes: []Scope{TagRead, TagWrite, ScriptExecute, DBWrite}, WriteLevel: LevelDesign, Permissions: []Permission{Designer}}
+	got := caller.Intersect(entry)
+	if !slices.Equal(got.Scopes, []Scope{TagRead, TagWrite}) || got.WriteLevel != LevelOperate || len(got.Permissions) != 0 || got.Principal != "op" {
+		t.Fatalf("intersect = %+v", got)
+	}
+	if got.AllowsPath("Line2/X") || !got.AllowsPath("Line1/X") {
+		t.Fatal("prefixes widened")
+	}
+	disjoint := Grant{Prefixes: []string{"A"}}.Intersect(Grant{Prefixes: []string{"B"}})
+	if disjoint.AllowsPath("A/x") || disjoint.AllowsPath("B/x") {
+		t.Fatal("disjoint prefixes allow a path")
+	}
+	narrower := Grant{Prefixes: []string{"A"}}.Intersect(Grant{Prefixes: []string{"A/B"}})
+	if narrower.AllowsPath("A/C") || !narrower.AllowsPath("A/B/C") {
+		t.Fatalf("nested prefixes: %+v", narrower.Prefixes)
+	}
+}
+
+func TestDeniedError_NamesWhatIsMissing(t *testing.T) {
+	err := Grant{}.RequireScope(TagWrite, "tag.write")
+	var de *DeniedError
+	if !errors.As(err, &de) || !strings.Contains(err.Error(), `"tag:write"`) {
+		t.Fatalf("err = %v", err)
+	}
+	if err := (Grant{}).RequirePermission(Designer, "PUT /scripts"); err == nil || !strings.Contains(err.Error(), "designer") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+type memKeys struct{ m map[string]KeyRecord }
+
+func (s *memKeys) PutKey(k KeyRecord) error { s.m[k.ID] = k; return nil }
+func (s *memKeys) Key(id string) (KeyRecord, error) {
+	k, ok := s.m[id]
+	if !ok {
+		return KeyRecord{}, fmt.Errorf("key %s: %w", id, ErrNotFound)
+	}
+	return k, nil
+}
+func (s *memKeys) Keys() ([]KeyRecord, error) {
+	var out []KeyRecord
+	for _, k := range s.m {
+		out = append(out, k)
+	}
+	return out, nil
+}
+
+func TestKeys_CreateAuthenticateRevoke(t *testing.T) {
+	ks := NewKeys(&memKeys{m: map[string]KeyRecord{}})
+	admin := Full("admin", RealmPlatform, "rest")
+	id, tok, err := ks.Create(admin, KeyRecord{Name: "op", Scopes: []Scope{TagRead}, WriteLevel: LevelOperate, Prefixes: []string{"Line1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := ks.Authenticate(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Realm != RealmAPIKey || !g.HasScope(TagRead) || g.HasScope(TagWrite) || g.WriteLevel != LevelOperate || !slices.Equal(g.Prefixes, []string{"Line1"}) {
+		t.Fatalf("grant %+v", g)
+	}
+	for _, bad := range []string{"", tok + "x", strings.Replace(tok, id, "0000000000000000", 1), "Bearer " + tok, "qbb_" + tok} {
+		if _, err := ks.Authenticate(bad); !errors.Is(err, ErrBadCredentials) {
+			t.Errorf("token %q accepted", bad)
+		}
+	}
+	if err := ks.Revoke(id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ks.Authenticate(tok); !errors.Is(err, ErrBadCredentials) {
+		t.Fatal("revoked key still authenticates")
+	}
+}
+
+func TestKeys_Expiry(t *testing.T) {
+	ks := NewKeys(&memKeys{m: map[string]KeyRecord{}})
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ks.now = func() time.Time { return now }
+	_, tok, err := ks.Create(Full("a", RealmPlatform, ""), KeyRecord{Name: "tmp", Scopes: []Scope{TagRead}, Expires: now.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ks.Authenticate(tok); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(2 * time.Hour)
+	if _, err := ks.Authenticate(tok); err == nil {
+		t.Fatal("expired key accepted")
+	}
+}
+
+func TestKeys_CreateNeverExceedsCreator(t *testing.T) {
+	ks := NewKeys(&memKeys{m: map[string]KeyRecord{}})
+	creator := Grant{Scopes: []Scope{TagRead, TagWrite}, WriteLevel: LevelOperate, Permissions: []Permission{UsersAdmin}, Prefixes: []string{"Line1"}}
+	cases := []struct {
+		name string
+		rec  KeyRecord
+		need string
+	}{
+		{"scope", KeyRecord{Scopes: []Scope{DBWrite}}, "db:write"},
+		{"level", KeyRecord{WriteLevel: LevelSupervise}, "supervise"},
+		{"permission", KeyRecord{Permissions: []Permission{Designer}}, "designer"},
+		{"prefix", KeyRecord{Prefixes: []string{"Line2"}}, "prefixes"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, _, err := ks.Create(creator, c.rec)
+			if err == nil || !strings.Contains(err.Error(), c.need) {
+				t.Fatalf("err = %v, want refusal naming %s", err, c.need)
+			}
+		})
+	}
+	_, tok, err := ks.Create(creator, KeyRecord{Name: "ok", Scopes: []Scope{TagRead}, WriteLevel: LevelView})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ := ks.Authenticate(tok)
+	if !slices.Equal(g.Prefixes, []string{"Line1"}) {
+		t.Fatalf("key of a prefix-limited creator got prefixes %v", g.Prefixes)
+	}
+}
+
+func TestKeys_Bootstrap(t *testing.T) {
+	ks := NewKeys(&memKeys{m: map[string]KeyRecord{}})
+	tok, hash, err := NewBootstrapToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ks.Authenticate(tok); err == nil {
+		t.Fatal("bootstrap token valid before it is armed")
+	}
+	ks.SetBootstrapHash(hash)
+	g, err := ks.Authenticate(tok)
+	if err != nil || g.WriteLevel != LevelDesign || len(g.Scopes) != len(AllScopes) || len(g.Permissions) != len(AllPermissions) {
+		t.Fatalf("bootstrap grant %+v %v", g, err)
+	}
+	ks.SetBootstrapHash(nil)
+	if _, err := ks.Authenticate(tok); err == nil {
+		t.Fatal("revoked bootstrap token accepted")
+	}
+}

@@ -1,0 +1,81 @@
+package value
+
+import (
+	"encoding/json"
+	"errors"
+	"math"
+	"testing"
+)
+
+func TestQuality_NamesRoundTrip(t *testing.T) {
+	for q := Quality(0); q < numQualities; q++ {
+		b, err := json.Marshal(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Quality
+		if err := json.Unmarshal(b, &back); err != nil || back != q {
+			t.Fatalf("%s: %s -> %v %v", q, b, back, err)
+		}
+	}
+	if BadNodeIDUnknown.String() != "Bad_NodeIdUnknown" || UncertainLastUsableValue.String() != "Uncertain_LastUsableValue" {
+		t.Fatal("contract names changed")
+	}
+	if !BadTimeout.IsBad() || !UncertainLastUsableValue.IsUncertain() || !Good.IsGood() || Quality(0).IsGood() {
+		t.Fatal("classification")
+	}
+}
+
+func TestCoerce(t *testing.T) {
+	cases := []struct {
+		typ  Type
+		in   Value
+		want Value
+		err  error
+	}{
+		{Int16, -20, int64(-20), nil},
+		{Int16, 32767.0, int64(32767), nil},
+		{Int16, 32768, nil, ErrOutOfRange},
+		{Int16, -32769.0, nil, ErrOutOfRange},
+		{Int16, 1.5, nil, ErrTypeMismatch},
+		{Int16, "7", nil, ErrTypeMismatch},
+		{Uint16, 65535, uint64(65535), nil},
+		{Uint16, -1, nil, ErrOutOfRange},
+		{Uint16, 65536.0, nil, ErrOutOfRange},
+		{Int64, json.Number("9223372036854775807"), int64(math.MaxInt64), nil},
+		{Uint64, json.Number("18446744073709551615"), uint64(math.MaxUint64), nil},
+		{Int64, json.Number("9223372036854775808"), nil, ErrOutOfRange},
+		{Float32, 1e39, nil, ErrOutOfRange},
+		{Float32, 12.5, 12.5, nil},
+		{Float64, int64(3), 3.0, nil},
+		{Bool, true, true, nil},
+		{Bool, 1, true, nil},
+		{Bool, 2, nil, ErrTypeMismatch},
+		{String, "abc", "abc", nil},
+		{String, 1, nil, ErrTypeMismatch},
+	}
+	for _, c := range cases {
+		got, err := Coerce(c.typ, c.in)
+		if c.err != nil {
+			if !errors.Is(err, c.err) {
+				t.Errorf("Coerce(%s, %v) err = %v, want %v", c.typ, c.in, err, c.err)
+			}
+			continue
+		}
+		if err != nil || !Equal(got, c.want) {
+			t.Errorf("Coerce(%s, %v) = %v (%T), %v; want %v", c.typ, c.in, got, got, err, c.want)
+		}
+	}
+}
+
+func TestParseType(t *testing.T) {
+	for _, n := range []string{"bool", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float32", "float64", "string", "auto"} {
+		typ, err := ParseType(n)
+		if err != nil || typ.String() != n {
+			t.Errorf("%s: %v %v", n, typ, err)
+		}
+	}
+	if _, err := ParseType("float"); err == nil {
+		t.Error(`"float" is ambiguous and must be refused`)
+	}
+}
