@@ -1,0 +1,69 @@
+package auth
+
+import "slices"
+
+// Session is what the server knows of a LiveView browser session, from its
+// own session store: never from anything the request carries.
+type Session struct {
+	User        string
+	Realm       Realm // RealmPlatform, RealmOperator, RealmAnonymous, or anything else (unknown)
+	Level       Level // an operator's level: view, operate or supervise
+	Permissions []Permission
+	Panel       string // the view the request came from, for the audit trail
+}
+
+// EscapeHatchEnv is the environment variable that restores the old,
+// unrestricted browser script grant when set to "off" (DESIGN.md, LiveView).
+const EscapeHatchEnv = "QUBIQ_BROWSER_SCRIPT_SCOPES"
+
+// LiveViewGrant derives the grant a script started from a LiveView session
+// runs with (DESIGN.md, "Levels, realms, scopes, grants", LiveView table):
+//
+//	platform realm (Designer)          unrestricted
+//	operator below operate             reads only
+//	operator at operate or above       reads + tag, db, hist, vars, file writes
+//	operator at supervise or above     the above + script:execute
+//	anonymous, unknown realm           reads only
+//
+// escapeHatch (QUBIQ_BROWSER_SCRIPT_SCOPES=off) makes every session
+// unrestricted; the second result reports whether the hatch widened this
+// grant, so the caller can audit it.
+func LiveViewGrant(s Session, escapeHatch bool) (Grant, bool) {
+	origin := "liveview"
+	if s.Panel != "" {
+		origin += ":" + s.Panel
+	}
+	principal := s.User
+	if principal == "" {
+		principal = "anonymous"
+	}
+	g := Grant{Principal: principal, Realm: s.Realm, Origin: origin}
+	switch {
+	case s.Realm == RealmPlatform:
+		full := Full(principal, RealmPlatform, origin)
+		full.Permissions = slices.Clone(s.Permissions)
+		return full, false
+	case s.Realm == RealmOperator && s.Level >= LevelOperate:
+		g.Scopes = append(slices.Clone(ReadScopes), TagWrite, DBWrite, HistWrite, VarsWrite, FileWrite)
+		if s.Level >= LevelSupervise {
+			g.Scopes = append(g.Scopes, ScriptExecute)
+		}
+		g.WriteLevel = s.Level
+	case s.Realm == RealmOperator:
+		g.Scopes = slices.Clone(ReadScopes)
+		g.WriteLevel = LevelNone
+	default: // anonymous kiosk sessions and unknown realms
+		g.Realm = RealmAnonymous
+		if s.Realm != "" && s.Realm != RealmAnonymous {
+			g.Realm = s.Realm
+		}
+		g.Scopes = slices.Clone(ReadScopes)
+		g.WriteLevel = LevelNone
+	}
+	if escapeHatch {
+		wide := Full(principal, g.Realm, origin+" (escape hatch)")
+		wide.Permissions = nil
+		return wide, true
+	}
+	return g, false
+}
