@@ -1,0 +1,256 @@
+package modbus
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strings"
+	"unicode/utf8"
+
+	"qubiq.dev/edge/value"
+)
+
+// ByteOrder is the order of the bytes of a multi-register value on the wire
+// (DESIGN.md, Tags and addresses). For 32-bit values A is the most
+// significant byte; for 64-bit values the same four names mean ABCDEFGH,
+// GHEFCDAB, BADCFEHG and HGFEDCBA. For 16-bit values and strings only the
+// byte swap matters: BADC and DCBA swap the two bytes of each register.
+type ByteOrder uint8
+
+// The byte orders. ABCD (big-endian, the Modbus default) is the zero value.
+const (
+	ABCD ByteOrder = iota // big-endian
+	CDAB                  // word swap
+	BADC                  // byte swap within each register
+	DCBA                  // little-endian
+)
+
+// ParseByteOrder parses "ABCD", "CDAB", "BADC" or "DCBA" (case-insensitive;
+// "" is ABCD, and the 64-bit spellings ABCDEFGH, GHEFCDAB, BADCFEHG, HGFEDCBA
+// are accepted too). The error names s.
+func ParseByteOrder(s string) (ByteOrder, error) {
+	switch strings.ToUpper(strings.TrimSpace(s)) {
+	case "", "ABCD", "ABCDEFGH":
+		return ABCD, nil
+	case "CDAB", "GHEFCDAB":
+		return CDAB, nil
+	case "BADC", "BADCFEHG":
+		return BADC, nil
+	case "DCBA", "HGFEDCBA":
+		return DCBA, nil
+	}
+	return ABCD, fmt.Errorf("byte order %q: want ABCD, CDAB, BADC or DCBA", s)
+}
+
+// String returns the name of o ("CDAB").
+func (o ByteOrder) String() string {
+	switch o {
+	case ABCD:
+		return "ABCD"
+	case CDAB:
+		return "CDAB"
+	case BADC:
+		return "BADC"
+	case DCBA:
+		return "DCBA"
+	}
+	return fmt.Sprintf("ByteOrder(%d)", uint8(o))
+}
+
+func (o ByteOrder) wordSwap() bool { return o == CDAB || o == DCBA }
+func (o ByteOrder) byteSwap() bool { return o == BADC || o == DCBA }
+
+// spec is a point after CheckPoint: where it lives and how to decode it.
+type spec struct {
+	addr  Address
+	typ   value.Type
+	order ByteOrder
+}
+
+// registers is how many registers (or bits, for coils and discrete inputs)
+// the point covers.
+func (s spec) registers() int {
+	switch {
+	case s.addr.Table.IsBits(), s.addr.Bit >= 0:
+		return 1
+	case s.addr.Length > 0:
+		return s.addr.Length
+	}
+	return s.typ.Registers()
+}
+
+// newSpec checks that address a, type t and byte order o go together.
+func newSpec(a Address, t value.Type, order string) (spec, error) {
+	o, err := ParseByteOrder(order)
+	if err != nil {
+		return spec{}, err
+	}
+	s := spec{addr: a, typ: t, order: o}
+	switch {
+	case a.Table.IsBits():
+		if t != value.Bool {
+			return s, fmt.Errorf("%s holds bits: type must be bool, not %s", tableName(a.Table), t)
+		}
+	case a.Bit >= 0:
+		if t != value.Bool {
+			return s, fmt.Errorf("a register bit (.%d) is a bool, not %s", a.Bit, t)
+		}
+	case a.Length > 0:
+		if t != value.String {
+			return s, fmt.Errorf("a string address (:%d) needs type string, not %s", a.Length, t)
+		}
+	case t == value.String:
+		return s, fmt.Errorf("type string needs a length in registers, such as %s:10", a)
+	case t == value.Bool:
+		return s, fmt.Errorf("type bool on a register needs a bit, such as %s.0", a)
+	case t.Registers() == 0:
+		return s, fmt.Errorf("type %s is not supported by modbus (want bool, int16, uint16, int32, uint32, int64, uint64, float32, float64 or string)", t)
+	}
+	if int(a.Offset)+s.registers() > 65536 {
+		return s, fmt.Errorf("%s of %d registers at %s runs past register 65535", t, s.registers(), a)
+	}
+	return s, nil
+}
+
+// reorder reorders the canonical big-endian bytes b (A first) into the byte
+// sequence of the registers on the wire for order o, or back: the mapping is
+// its own inverse.
+func reorder(b []byte, o ByteOrder) []byte {
+	out := make([]byte, len(b))
+	copy(out, b)
+	if o.wordSwap() && len(out) > 2 {
+		n := len(out) / 2
+		for i := 0; i < n/2; i++ {
+			j := n - 1 - i
+			out[2*i], out[2*i+1], out[2*j], out[2*j+1] = out[2*j], out[2*j+1], out[2*i], out[2*i+1]
+		}
+	}
+	if o.byteSwap() {
+		for i := 0; i+1 < len(out); i += 2 {
+			out[i], out[i+1] = out[i+1], out[i]
+		}
+	}
+	return out
+}
+
+// decodeRegisters turns the raw register bytes of one point (2 bytes per
+// register, as they came on the wire) into its value: int64 for signed
+// types, uint64 for unsigned, float64 for floats (a float32 keeps float32
+// precision: 28.094512939453125), bool for a register bit, string for a
+// string (trailing NULs trimmed, invalid UTF-8 replaced). It fails when raw
+// is shorter than the point.
+func decodeRegisters(s spec, raw []byte) (value.Value, error) {
+	if len(raw) < 2*s.registers() {
+		return nil, fmt.Errorf("decode %s: %d bytes, want %d", s.typ, len(raw), 2*s.registers())
+	}
+	raw = raw[:2*s.registers()]
+	if s.addr.Bit >= 0 {
+		return binary.BigEndian.Uint16(raw)>>uint(s.addr.Bit)&1 == 1, nil
+	}
+	if s.typ == value.String {
+		b := raw
+		if s.order.byteSwap() {
+			b = reorder(raw, BADC)
+		}
+		str := strings.TrimRight(string(b), "\x00")
+		if !utf8.ValidString(str) {
+			str = strings.ToValidUTF8(str, "\uFFFD")
+		}
+		return str, nil
+	}
+	b := reorder(raw, s.order)
+	switch s.typ {
+	case value.Int16:
+		return int64(int16(binary.BigEndian.Uint16(b))), nil
+	case value.Uint16:
+		return uint64(binary.BigEndian.Uint16(b)), nil
+	case value.Int32:
+		return int64(int32(binary.BigEndian.Uint32(b))), nil
+	case value.Uint32:
+		return uint64(binary.BigEndian.Uint32(b)), nil
+	case value.Int64:
+		return int64(binary.BigEndian.Uint64(b)), nil
+	case value.Uint64:
+		return binary.BigEndian.Uint64(b), nil
+	case value.Float32:
+		return float64(math.Float32frombits(binary.BigEndian.Uint32(b))), nil
+	case value.Float64:
+		return math.Float64frombits(binary.BigEndian.Uint64(b)), nil
+	}
+	return nil, fmt.Errorf("decode: type %s not supported", s.typ)
+}
+
+// encodeRegisters turns v, already coerced to s.typ by value.Coerce, into the
+// register bytes to write (2 bytes per register, wire order). A string longer
+// than the address's length wraps value.ErrOutOfRange; a shorter one is
+// padded with NULs. It is the inverse of decodeRegisters (cases/modbus.md
+// C03: int16 -20 is 0xFFEC). Register bits are not encoded here: they are a
+// read-modify-write (see Driver.Write).
+func encodeRegisters(s spec, v value.Value) ([]byte, error) {
+	if s.typ == value.String {
+		str, ok := v.(string)
+		if !ok {
+			return nil, fmt.Errorf("%w: %v is not a string", value.ErrTypeMismatch, v)
+		}
+		if len(str) > 2*s.addr.Length {
+			return nil, fmt.Errorf("%w: string of %d bytes does not fit %d registers", value.ErrOutOfRange, len(str), s.addr.Length)
+		}
+		b := make([]byte, 2*s.addr.Length)
+		copy(b, str)
+		if s.order.byteSwap() {
+			b = reorder(b, BADC)
+		}
+		return b, nil
+	}
+	b := make([]byte, 2*s.typ.Registers())
+	switch s.typ {
+	case value.Int16, value.Int32, value.Int64:
+		x, ok := v.(int64)
+		if !ok {
+			return nil, fmt.Errorf("%w: %v is not an int64", value.ErrTypeMismatch, v)
+		}
+		switch s.typ {
+		case value.Int16:
+			binary.BigEndian.PutUint16(b, uint16(int16(x)))
+		case value.Int32:
+			binary.BigEndian.PutUint32(b, uint32(int32(x)))
+		default:
+			binary.BigEndian.PutUint64(b, uint64(x))
+		}
+	case value.Uint16, value.Uint32, value.Uint64:
+		x, ok := v.(uint64)
+		if !ok {
+			return nil, fmt.Errorf("%w: %v is not a uint64", value.ErrTypeMismatch, v)
+		}
+		switch s.typ {
+		case value.Uint16:
+			binary.BigEndian.PutUint16(b, uint16(x))
+		case value.Uint32:
+			binary.BigEndian.PutUint32(b, uint32(x))
+		default:
+			binary.BigEndian.PutUint64(b, x)
+		}
+	case value.Float32, value.Float64:
+		x, ok := v.(float64)
+		if !ok {
+			return nil, fmt.Errorf("%w: %v is not a float64", value.ErrTypeMismatch, v)
+		}
+		if s.typ == value.Float32 {
+			binary.BigEndian.PutUint32(b, math.Float32bits(float32(x)))
+		} else {
+			binary.BigEndian.PutUint64(b, math.Float64bits(x))
+		}
+	default:
+		return nil, fmt.Errorf("%w: cannot encode %s into registers", value.ErrTypeMismatch, s.typ)
+	}
+	return reorder(b, s.order), nil
+}
+
+// decodeBit returns bit i of a coil or discrete-input response (LSB of the
+// first byte is the first bit, Modbus Application Protocol §6.1).
+func decodeBit(raw []byte, i int) (bool, error) {
+	if i < 0 || i/8 >= len(raw) {
+		return false, fmt.Errorf("decode bit %d: response has %d bytes", i, len(raw))
+	}
+	return raw[i/8]>>(uint(i)%8)&1 == 1, nil
+}

@@ -1,0 +1,377 @@
+package modbus
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/goburrow/modbus"
+
+	"qubiq.dev/edge/device"
+	"qubiq.dev/edge/value"
+)
+
+func init() { device.Register("modbus", New) }
+
+// Interface guards.
+var (
+	_ device.Driver = (*Driver)(nil)
+	_ device.Stater = (*Driver)(nil)
+)
+
+// Driver is a Modbus TCP device (see the package doc). Build it with New;
+// its methods are safe for concurrent use.
+type Driver struct {
+	name string
+	cfg  Config
+	log  *slog.Logger
+	link *link
+
+	mu    sync.Mutex
+	units map[byte]*unitState
+	split map[reqKey]bool // merged requests that failed with exception 2
+
+	rmw sync.Mutex // serialises register-bit read-modify-writes
+}
+
+// unitState is one unit's circuit breaker.
+type unitState struct {
+	timeouts     int       // consecutive timeouts
+	demotedUntil time.Time // zero when not demoted
+}
+
+// New is the device.Factory of driver "modbus": it strict-decodes cfg.Raw
+// over DefaultConfig (an unknown key is an error naming it). It does not
+// dial; call Validate, then Open.
+func New(cfg device.Config) (device.Driver, error) {
+	c, err := ParseConfig(cfg.Raw)
+	if err != nil {
+		return nil, fmt.Errorf("device %q: %w", cfg.Name, err)
+	}
+	return NewDriver(cfg.Name, c, cfg.Logger), nil
+}
+
+// NewDriver builds a Driver from a decoded Config; log may be nil (no logs).
+func NewDriver(name string, c Config, log *slog.Logger) *Driver {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	addr, _ := c.dialAddress() // a bad url is reported by Validate and Open
+	return &Driver{
+		name:  name,
+		cfg:   c,
+		log:   log,
+		link:  newLink(addr, c, log),
+		units: map[byte]*unitState{},
+		split: map[reqKey]bool{},
+	}
+}
+
+// Validate checks the config (Config.Validate). It is pure and fast.
+func (d *Driver) Validate() error {
+	if err := d.cfg.Validate(); err != nil {
+		return fmt.Errorf("device %q: %w", d.name, err)
+	}
+	return nil
+}
+
+// CheckPoint parses p's address with its type and byte order and checks
+// that they go together (DESIGN.md, Tags and addresses); the error names the
+// address text.
+func (d *Driver) CheckPoint(p device.Point) error {
+	_, err := d.spec(p)
+	return err
+}
+
+func (d *Driver) spec(p device.Point) (spec, error) {
+	a, err := ParseAddress(p.Address)
+	if err != nil {
+		return spec{}, err
+	}
+	if p.UnitID < 0 || p.UnitID > 255 {
+		return spec{}, fmt.Errorf("modbus address %q: unit id %d out of range 0..255", p.Address, p.UnitID)
+	}
+	s, err := newSpec(a, p.Type, p.ByteOrder)
+	if err != nil {
+		return spec{}, fmt.Errorf("modbus address %q: %w", p.Address, err)
+	}
+	return s, nil
+}
+
+func (d *Driver) unitOf(p device.Point) byte {
+	if p.UnitID > 0 && p.UnitID <= 255 {
+		return byte(p.UnitID)
+	}
+	return byte(d.cfg.UnitID)
+}
+
+// Open validates the config and dials once. A device that is away is not an
+// error: the driver keeps dialling with backoff and reports the outage as
+// Bad_NotConnected quality and in State.
+func (d *Driver) Open(ctx context.Context) error {
+	if err := d.Validate(); err != nil {
+		return fmt.Errorf("open: %w", err)
+	}
+	d.link.open(ctx)
+	return nil
+}
+
+// Close closes the connection, aborting a request in flight. Later reads
+// give Bad_NotConnected ("driver closed"). Safe after a partial Open and
+// safe to call twice.
+func (d *Driver) Close(ctx context.Context) error {
+	if err := d.link.close(); err != nil {
+		return fmt.Errorf("device %q: close: %w", d.name, err)
+	}
+	return nil
+}
+
+// State reports "connected", "connecting" (with the last dial error) or
+// "disconnected" (after Close) for health.
+func (d *Driver) State() (string, string) { return d.link.getState() }
+
+// Read reads points, merged into as few requests as plan allows, and
+// returns one VQT per point, in order. A point whose address does not parse
+// is Bad_ConfigurationError; a request that fails gives its points the
+// quality of the failure (see classify and exceptionError); a merged request
+// refused with exception 2 is split and retried, and the split remembered,
+// so that only the points the device really lacks are bad (cases/modbus.md
+// C07). A demoted unit's points are Bad_NotConnected without a request.
+func (d *Driver) Read(ctx context.Context, points []device.Point) []value.VQT {
+	out := make([]value.VQT, len(points))
+	items := make([]item, 0, len(points))
+	for i, p := range points {
+		s, err := d.spec(p)
+		if err != nil {
+			out[i] = value.Bad(value.BadConfigurationError, err.Error(), time.Now())
+			continue
+		}
+		items = append(items, item{idx: i, unit: d.unitOf(p), spec: s})
+	}
+	for _, r := range plan(items, d.cfg.MaxGap, d.cfg.MaxRegistersPerRequest, d.isSplit) {
+		d.readRequest(ctx, r, out)
+	}
+	return out
+}
+
+func (d *Driver) isSplit(k reqKey) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.split[k]
+}
+
+func (d *Driver) readRequest(ctx context.Context, r request, out []value.VQT) {
+	if reason, demoted := d.demoted(r.unit); demoted {
+		fill(out, r, value.BadNotConnected, reason)
+		return
+	}
+	raw, rerr := d.link.do(ctx, r.unit, true, func(c modbus.Client) ([]byte, error) {
+		start, qty := uint16(r.start), uint16(r.qty)
+		switch r.fc {
+		case 1:
+			return c.ReadCoils(start, qty)
+		case 2:
+			return c.ReadDiscreteInputs(start, qty)
+		case 4:
+			return c.ReadInputRegisters(start, qty)
+		}
+		return c.ReadHoldingRegisters(start, qty)
+	})
+	d.note(r.unit, rerr)
+	if rerr != nil {
+		if rerr.exception == 2 && len(r.items) > 1 {
+			d.log.Info("modbus: merged read refused; splitting it and remembering the split",
+				slog.Int("unit", int(r.unit)), slog.Int("start", r.start), slog.Int("quantity", r.qty),
+				slog.String("reason", rerr.reason))
+			d.mu.Lock()
+			d.split[r.key()] = true
+			d.mu.Unlock()
+			for _, s := range splitRequest(r) {
+				d.readRequest(ctx, s, out)
+			}
+			return
+		}
+		fill(out, r, rerr.q, rerr.reason)
+		return
+	}
+	now := time.Now().UTC()
+	for _, it := range r.items {
+		var v value.Value
+		var err error
+		if r.fc <= 2 {
+			v, err = decodeBit(raw, it.start()-r.start)
+		} else {
+			v, err = decodeRegisters(it.spec, raw[2*(it.start()-r.start):])
+		}
+		if err != nil {
+			out[it.idx] = value.Bad(value.BadCommunicationError, err.Error(), now)
+			continue
+		}
+		out[it.idx] = value.VQT{Value: v, Quality: value.Good, Time: now}
+	}
+}
+
+func fill(out []value.VQT, r request, q value.Quality, reason string) {
+	now := time.Now().UTC()
+	for _, it := range r.items {
+		out[it.idx] = value.Bad(q, reason, now)
+	}
+}
+
+// demoted reports whether unit's breaker is open, with the reason text.
+func (d *Driver) demoted(unit byte) (string, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	u := d.units[unit]
+	if u == nil || u.demotedUntil.IsZero() || !time.Now().Before(u.demotedUntil) {
+		return "", false
+	}
+	return fmt.Sprintf("unit demoted after %d timeouts", d.cfg.Breaker.Timeouts), true
+}
+
+// note feeds a request's outcome to unit's breaker: a timeout (or exception
+// 11, the gateway's "target device failed to respond") counts; an answer,
+// even an exception, resets. A unit that reaches breaker.timeouts is demoted
+// for breaker.backoff; after that one request probes it, and one more
+// timeout demotes it again at once.
+func (d *Driver) note(unit byte, rerr *reqError) {
+	if rerr != nil && !rerr.timeout && rerr.exception == 0 {
+		return // connection-level: says nothing about this unit
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	u := d.units[unit]
+	if u == nil {
+		u = &unitState{}
+		d.units[unit] = u
+	}
+	if rerr == nil || !rerr.timeout {
+		if !u.demotedUntil.IsZero() {
+			d.log.Info("modbus: unit restored", slog.Int("unit", int(unit)))
+		}
+		u.timeouts, u.demotedUntil = 0, time.Time{}
+		return
+	}
+	u.timeouts++
+	if n := d.cfg.Breaker.Timeouts; n > 0 && u.timeouts >= n {
+		if u.demotedUntil.IsZero() {
+			d.log.Warn("modbus: unit demoted after consecutive timeouts", slog.Int("unit", int(unit)),
+				slog.Int("timeouts", u.timeouts), slog.Duration("backoff", time.Duration(d.cfg.Breaker.Backoff)))
+		}
+		u.demotedUntil = time.Now().Add(time.Duration(d.cfg.Breaker.Backoff))
+	}
+}
+
+// Write writes v to p once and never retries (DESIGN.md, Hard-won rules).
+// v is coerced to p's type first: out of range is Bad_OutOfRange, the wrong
+// kind Bad_TypeMismatch. Coils go out with FC5 (write_mode single) or FC15;
+// a one-register value with FC6 in single mode, else FC16. A register bit is
+// a read-modify-write of its register (FC3 then FC6/FC16): it is not atomic
+// on the device, and a write to the same register by another master between
+// the two requests is lost. Input registers and discrete inputs are
+// Bad_NotWritable. A write that failed after its request was sent (a
+// timeout, a dropped connection, a bad answer) is Uncertain: "write timed
+// out; it may have been applied". Every error is a *device.QualityError.
+func (d *Driver) Write(ctx context.Context, p device.Point, v value.Value) error {
+	s, err := d.spec(p)
+	if err != nil {
+		return device.Errorf(value.BadConfigurationError, "%v", err)
+	}
+	if !s.addr.Table.Writable() {
+		return device.Errorf(value.BadNotWritable, "%s is read-only (%s)", p.Address, tableName(s.addr.Table))
+	}
+	cv, err := value.Coerce(s.typ, v)
+	if err != nil {
+		return coerceError(p, err)
+	}
+	unit := d.unitOf(p)
+	if reason, demoted := d.demoted(unit); demoted {
+		return device.Errorf(value.BadNotConnected, "%s", reason)
+	}
+	single := d.cfg.WriteMode == WriteSingle
+	off := s.addr.Offset
+	var fn func(modbus.Client) ([]byte, error)
+	switch {
+	case s.addr.Table == Coil:
+		state, bit := uint16(0x0000), byte(0)
+		if cv.(bool) {
+			state, bit = 0xFF00, 1
+		}
+		fn = func(c modbus.Client) ([]byte, error) {
+			if single {
+				return c.WriteSingleCoil(off, state)
+			}
+			return c.WriteMultipleCoils(off, 1, []byte{bit})
+		}
+	case s.addr.Bit >= 0:
+		return d.writeBit(ctx, unit, s, cv.(bool), single)
+	default:
+		data, err := encodeRegisters(s, cv)
+		if err != nil {
+			return coerceError(p, err)
+		}
+		fn = registerWrite(off, data, single)
+	}
+	_, rerr := d.link.do(ctx, unit, false, fn)
+	d.note(unit, rerr)
+	return writeError(rerr)
+}
+
+func registerWrite(off uint16, data []byte, single bool) func(modbus.Client) ([]byte, error) {
+	return func(c modbus.Client) ([]byte, error) {
+		if single && len(data) == 2 {
+			return c.WriteSingleRegister(off, binary.BigEndian.Uint16(data))
+		}
+		return c.WriteMultipleRegisters(off, uint16(len(data)/2), data)
+	}
+}
+
+// writeBit sets or clears one bit of a holding register by reading the
+// register and writing it back (not atomic on the device; see Write).
+func (d *Driver) writeBit(ctx context.Context, unit byte, s spec, on, single bool) error {
+	d.rmw.Lock()
+	defer d.rmw.Unlock()
+	off := s.addr.Offset
+	raw, rerr := d.link.do(ctx, unit, true, func(c modbus.Client) ([]byte, error) {
+		return c.ReadHoldingRegisters(off, 1)
+	})
+	d.note(unit, rerr)
+	if rerr != nil {
+		return device.Errorf(rerr.q, "read before bit write: %s", rerr.reason)
+	}
+	reg := binary.BigEndian.Uint16(raw)
+	if on {
+		reg |= 1 << uint(s.addr.Bit)
+	} else {
+		reg &^= 1 << uint(s.addr.Bit)
+	}
+	_, rerr = d.link.do(ctx, unit, false, registerWrite(off, binary.BigEndian.AppendUint16(nil, reg), single))
+	d.note(unit, rerr)
+	return writeError(rerr)
+}
+
+// writeError turns a write's failure into a *device.QualityError: Uncertain
+// when the request went out and no clean answer came back, else the quality
+// of the failure.
+func writeError(rerr *reqError) error {
+	switch {
+	case rerr == nil:
+		return nil
+	case rerr.sent && rerr.exception == 0 && rerr.q == value.BadTimeout:
+		return device.Errorf(value.Uncertain, "write timed out; it may have been applied")
+	case rerr.sent && rerr.exception == 0:
+		return device.Errorf(value.Uncertain, "write failed after it was sent (%s); it may have been applied", rerr.reason)
+	}
+	return device.Errorf(rerr.q, "%s", rerr.reason)
+}
+
+func coerceError(p device.Point, err error) error {
+	if errors.Is(err, value.ErrOutOfRange) {
+		return device.Errorf(value.BadOutOfRange, "%s (%s): %v", p.Address, p.Type, err)
+	}
+	return device.Errorf(value.BadTypeMismatch, "%s (%s): %v", p.Address, p.Type, err)
+}
