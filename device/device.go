@@ -204,3 +204,22 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 
 // MarshalJSON encodes d as a Go duration string.
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// Planner is implemented by drivers that merge points into requests (Modbus
+// request planning). Plan returns the requests one Read of points sends, in
+// order, without sending anything; the API shows it (GET
+// /api/v1/devices/{name}/plan).
+type Planner interface {
+	Plan(points []Point) []PlannedRequest
+}
+
+// PlannedRequest is one request of a plan: the function code (Modbus
+// Application Protocol v1.1b3 §6), the unit id, the first PDU address, the
+// quantity (registers or bits), and the tags it serves.
+type PlannedRequest struct {
+	Function int      `json:"function_code"`
+	Unit     int      `json:"unit_id"`
+	Start    int      `json:"start"`
+	Count    int      `json:"count"`
+	Tags     []string `json:"tags"`
+}
