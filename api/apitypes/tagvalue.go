@@ -1,0 +1,184 @@
+package apitypes
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"time"
+
+	"qubiq.dev/edge/value"
+)
+
+// TagValue is one element of the answer of POST /api/v1/tags/read: the tag's
+// VQT (DESIGN.md, REST and Quality). Value is the last known value (nil, sent
+// as null, when there is none) in value.Normalize form; Quality is a quality
+// name ("Good", "Bad_NodeIdUnknown", ...); Timestamp is sent in UTC
+// (TimeFormat); Reason and the raw OPC UA StatusCode are omitted when empty.
+// A float that is NaN or infinite, which JSON cannot hold, is sent as null.
+type TagValue struct {
+	Path       string
+	Value      value.Value
+	Quality    string
+	Timestamp  time.Time
+	Reason     string
+	StatusCode uint32
+}
+
+type tagValueWire struct {
+	Path       string          `json:"path"`
+	Value      json.RawMessage `json:"value"`
+	Quality    string          `json:"quality"`
+	Timestamp  string          `json:"timestamp"`
+	Reason     string          `json:"reason,omitempty"`
+	StatusCode uint32          `json:"status_code,omitempty"`
+}
+
+// FromVQT returns the wire form of the VQT v of the tag at path.
+func FromVQT(path string, v value.VQT) TagValue {
+	return TagValue{Path: path, Value: v.Value, Quality: v.Quality.String(),
+		Timestamp: v.Time, Reason: v.Reason, StatusCode: v.StatusCode}
+}
+
+// MarshalJSON encodes t as {"path","value","quality","timestamp","reason"?,
+// "status_code"?}, the value with int64/uint64 exact and the time in UTC.
+func (t TagValue) MarshalJSON() ([]byte, error) {
+	raw, err := EncodeValue(t.Value)
+	if err != nil {
+		return nil, fmt.Errorf("tag %q: %w", t.Path, err)
+	}
+	return json.Marshal(tagValueWire{Path: t.Path, Value: raw, Quality: t.Quality,
+		Timestamp: t.Timestamp.UTC().Format(TimeFormat), Reason: t.Reason, StatusCode: t.StatusCode})
+}
+
+// UnmarshalJSON decodes the wire form; the value keeps int64/uint64 exact
+// (DecodeValue). Unknown keys are ignored, so an older client reads a newer
+// server's answer.
+func (t *TagValue) UnmarshalJSON(b []byte) error {
+	var w tagValueWire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	v, err := DecodeValue(w.Value)
+	if err != nil {
+		return fmt.Errorf("tag %q: %w", w.Path, err)
+	}
+	var ts time.Time
+	if w.Timestamp != "" {
+		if ts, err = time.Parse(time.RFC3339Nano, w.Timestamp); err != nil {
+			return fmt.Errorf("tag %q: timestamp %q is not RFC 3339", w.Path, w.Timestamp)
+		}
+	}
+	*t = TagValue{Path: w.Path, Value: v, Quality: w.Quality, Timestamp: ts.UTC(),
+		Reason: w.Reason, StatusCode: w.StatusCode}
+	return nil
+}
+
+// TagWrite is one element of WriteRequest.Writes: the tag path and the value
+// to write, in value.Normalize form (integers stay int64 or uint64).
+type TagWrite struct {
+	Path  string      `json:"path"`
+	Value value.Value `json:"value"`
+}
+
+// ErrMissingValue is returned by TagWrite.UnmarshalJSON when "value" is
+// absent (an explicit null is a value: nil).
+var ErrMissingValue = errors.New(`missing "value"`)
+
+// UnmarshalJSON decodes {"path", "value"} strictly: an unknown key is an
+// error naming it, an absent "value" is ErrMissingValue, and the value keeps
+// int64/uint64 exact (DecodeValue). TagWrite is only ever decoded by the
+// server, so it is as strict as the other request bodies.
+func (t *TagWrite) UnmarshalJSON(b []byte) error {
+	var w struct {
+		Path  string          `json:"path"`
+		Value json.RawMessage `json:"value"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
+		return err
+	}
+	if w.Value == nil {
+		return fmt.Errorf("tag %q: %w", w.Path, ErrMissingValue)
+	}
+	v, err := DecodeValue(w.Value)
+	if err != nil {
+		return fmt.Errorf("tag %q: %w", w.Path, err)
+	}
+	*t = TagWrite{Path: w.Path, Value: v}
+	return nil
+}
+
+// ErrObjectValue is wrapped by DecodeValue when the JSON holds an object:
+// tag values are numbers, bools, strings, null or arrays of them.
+var ErrObjectValue = errors.New("a tag value cannot be a JSON object")
+
+// DecodeValue decodes one JSON tag value into value.Normalize form: numbers
+// become int64 when they are integers that fit, else uint64 when they fit,
+// else float64, so 9007199254740993 and 18446744073709551615 stay exact. An
+// empty input is nil. An object anywhere in the value wraps ErrObjectValue;
+// malformed JSON returns the decoder's error.
+func DecodeValue(raw []byte) (value.Value, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("unexpected data after the value")
+	}
+	if err := checkNoObject(v); err != nil {
+		return nil, err
+	}
+	return value.Normalize(v), nil
+}
+
+func checkNoObject(v any) error {
+	switch x := v.(type) {
+	case map[string]any:
+		return ErrObjectValue
+	case []any:
+		for _, e := range x {
+			if err := checkNoObject(e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// EncodeValue encodes a tag value as JSON after value.Normalize: int64 and
+// uint64 as exact integers, NaN and ±Inf floats (which JSON cannot hold) as
+// null. It returns an error for a Go type that is not a tag value.
+func EncodeValue(v value.Value) (json.RawMessage, error) {
+	v = finite(value.Normalize(v))
+	switch v.(type) {
+	case nil, bool, int64, uint64, float64, string, []any:
+	default:
+		return nil, fmt.Errorf("value of type %T is not a tag value", v)
+	}
+	return json.Marshal(v)
+}
+
+func finite(v any) any {
+	switch x := v.(type) {
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return nil
+		}
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = finite(value.Normalize(e))
+		}
+		return out
+	}
+	return v
+}

@@ -1,0 +1,103 @@
+package apitypes
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"qubiq.dev/edge/value"
+)
+
+func TestDecodeValue_Exact(t *testing.T) {
+	tests := []struct {
+		in   string
+		want value.Value
+	}{
+		{`9007199254740993`, int64(9007199254740993)},
+		{`18446744073709551615`, uint64(math.MaxUint64)},
+		{`-9223372036854775808`, int64(math.MinInt64)},
+		{`18446744073709551616`, 18446744073709551616.0},
+		{`2.5`, 2.5},
+		{`1e3`, 1000.0},
+		{`true`, true},
+		{`"x"`, "x"},
+		{`null`, nil},
+		{``, nil},
+		{`[1, "a", [18446744073709551615]]`, []any{int64(1), "a", []any{uint64(math.MaxUint64)}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := DecodeValue([]byte(tt.in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !value.Equal(got, tt.want) || fmt.Sprintf("%T", got) != fmt.Sprintf("%T", tt.want) {
+				t.Errorf("DecodeValue(%s) = %#v, want %#v", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDecodeValue_Refused(t *testing.T) {
+	for _, in := range []string{`{"a":1}`, `[1,{"a":1}]`} {
+		if _, err := DecodeValue([]byte(in)); !errors.Is(err, ErrObjectValue) {
+			t.Errorf("DecodeValue(%s) err = %v, want ErrObjectValue", in, err)
+		}
+	}
+	for _, in := range []string{`1 2`, `[1`} {
+		if _, err := DecodeValue([]byte(in)); err == nil {
+			t.Errorf("DecodeValue(%s) accepted", in)
+		}
+	}
+}
+
+func TestTagValue_MarshalJSON_Wire(t *testing.T) {
+	ts := time.Date(2025, 3, 1, 13, 0, 0, 500, time.FixedZone("CET", 3600))
+	tests := []struct {
+		name string
+		in   TagValue
+		want string
+	}{
+		{"uint64", TagValue{Path: "A", Value: uint64(math.MaxUint64), Quality: "Good", Timestamp: ts},
+			`{"path":"A","value":18446744073709551615,"quality":"Good","timestamp":"2025-03-01T12:00:00.000000500Z"}`},
+		{"small int kinds normalised", TagValue{Path: "A", Value: int16(-3), Quality: "Good", Timestamp: ts},
+			`{"path":"A","value":-3,"quality":"Good","timestamp":"2025-03-01T12:00:00.000000500Z"}`},
+		{"no value, reason, status code", TagValue{Path: "A", Quality: "Bad_CertificateUntrusted", Timestamp: ts, Reason: "certificate not trusted", StatusCode: 0x801A0000},
+			`{"path":"A","value":null,"quality":"Bad_CertificateUntrusted","timestamp":"2025-03-01T12:00:00.000000500Z","reason":"certificate not trusted","status_code":2149187584}`},
+		{"NaN is null", TagValue{Path: "A", Value: []any{math.NaN(), 1.5, math.Inf(1)}, Quality: "Good", Timestamp: ts},
+			`{"path":"A","value":[null,1.5,null],"quality":"Good","timestamp":"2025-03-01T12:00:00.000000500Z"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := json.Marshal(tt.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(b) != tt.want {
+				t.Errorf("got  %s\nwant %s", b, tt.want)
+			}
+			var back TagValue
+			if err := json.Unmarshal(b, &back); err != nil {
+				t.Fatal(err)
+			}
+			if !back.Timestamp.Equal(ts) || back.Path != tt.in.Path || back.Quality != tt.in.Quality || back.StatusCode != tt.in.StatusCode {
+				t.Errorf("round trip = %+v", back)
+			}
+		})
+	}
+	if _, err := json.Marshal(TagValue{Path: "A", Value: struct{}{}}); err == nil {
+		t.Errorf("a struct value was encoded")
+	}
+}
+
+func TestFromVQT_Fields(t *testing.T) {
+	ts := time.Unix(1700000000, 0)
+	got := FromVQT("P", value.VQT{Value: int64(1), Quality: value.UncertainLastUsableValue, Time: ts, Reason: "r", StatusCode: 7})
+	want := TagValue{Path: "P", Value: int64(1), Quality: "Uncertain_LastUsableValue", Timestamp: ts, Reason: "r", StatusCode: 7}
+	if !value.Equal(got.Value, want.Value) || got.Quality != want.Quality || !got.Timestamp.Equal(ts) || got.Reason != "r" || got.StatusCode != 7 {
+		t.Errorf("FromVQT = %+v, want %+v", got, want)
+	}
+}

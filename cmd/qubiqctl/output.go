@@ -1,0 +1,183 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"qubiq.dev/edge/api/apitypes"
+	"qubiq.dev/edge/value"
+)
+
+// tableTime is how tables print tag timestamps: UTC, milliseconds.
+const tableTime = "2006-01-02T15:04:05.000Z07:00"
+
+// table writes aligned columns (text/tabwriter) to w when flushed, with
+// trailing blanks of each line removed.
+type table struct {
+	w   io.Writer
+	buf bytes.Buffer
+	tw  *tabwriter.Writer
+}
+
+// newTable starts a table on w with the header row, if any.
+func newTable(w io.Writer, header ...string) *table {
+	t := &table{w: w}
+	t.tw = tabwriter.NewWriter(&t.buf, 0, 0, 2, ' ', 0)
+	if len(header) > 0 {
+		t.row(header...)
+	}
+	return t
+}
+
+var cellCleaner = strings.NewReplacer("\t", " ", "\n", " ", "\r", " ")
+
+// row adds one row; tabs and newlines in cells become spaces so columns
+// stay aligned.
+func (t *table) row(cells ...string) {
+	for i, c := range cells {
+		cells[i] = cellCleaner.Replace(c)
+	}
+	fmt.Fprintln(t.tw, strings.Join(cells, "\t"))
+}
+
+// flush aligns the rows and writes them to the table's writer.
+func (t *table) flush() error {
+	if err := t.tw.Flush(); err != nil {
+		return err
+	}
+	var out strings.Builder
+	for line := range strings.Lines(t.buf.String()) {
+		out.WriteString(strings.TrimRight(line, " \n"))
+		out.WriteByte('\n')
+	}
+	t.buf.Reset()
+	_, err := io.WriteString(t.w, out.String())
+	return err
+}
+
+// printJSON prints v as indented JSON: the API's answer, re-encoded from the
+// same wire structs (integers stay exact).
+func (c *cli) printJSON(v any) error {
+	enc := json.NewEncoder(c.stdout)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// formatValue prints a tag value as JSON (strings quoted, so "42" and 42
+// differ, as they do for tags write).
+func formatValue(v value.Value) string {
+	b, err := apitypes.EncodeValue(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+func compactJSON(raw json.RawMessage) []byte {
+	if len(raw) == 0 {
+		return []byte("null")
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return raw
+	}
+	return b.Bytes()
+}
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func formatTimePtr(t *time.Time) string {
+	if t == nil {
+		return "never"
+	}
+	return formatTime(*t)
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// printHealth prints GET /health as a summary and a device table.
+func printHealth(w io.Writer, h apitypes.Health) error {
+	t := newTable(w)
+	t.row("status", h.Status)
+	for i, r := range h.Reasons {
+		label := ""
+		if i == 0 {
+			label = "reasons"
+		}
+		t.row(label, r)
+	}
+	t.row("version", orDash(h.Version))
+	t.row("uptime", (time.Duration(h.UptimeS) * time.Second).String())
+	sb := h.Sandbox
+	t.row("sandbox", fmt.Sprintf("mode %s, linter %s", orDash(sb.Mode), orDash(sb.Linter)))
+	if len(sb.Limits) > 0 {
+		t.row("limits", string(compactJSON(sb.Limits)))
+	}
+	if len(sb.Hardening) > 0 {
+		t.row("hardening", string(compactJSON(sb.Hardening)))
+	}
+	py := orDash(sb.Python.Status)
+	if sb.Python.Version != "" {
+		py += " " + sb.Python.Version
+	}
+	if sb.Python.Path != "" {
+		py += " (" + sb.Python.Path + ")"
+	}
+	t.row("python", py)
+	hatch := "off"
+	if h.EscapeHatch {
+		hatch = "ON (QUBIQ_BROWSER_SCRIPT_SCOPES=off: browser scripts run unrestricted)"
+	}
+	t.row("escape hatch", hatch)
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if len(h.Devices) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	names := make([]string, 0, len(h.Devices))
+	for n := range h.Devices {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	t = newTable(w, "DEVICE", "STATE", "REASON")
+	for _, n := range names {
+		t.row(n, h.Devices[n].State, h.Devices[n].Reason)
+	}
+	return t.flush()
+}
+
+// printDiagnostics prints lint findings as FILE:LINE:COL  SEVERITY  CODE
+// MESSAGE rows.
+func printDiagnostics(w io.Writer, file string, ds []apitypes.Diagnostic) error {
+	t := newTable(w, "LOCATION", "SEVERITY", "CODE", "MESSAGE")
+	for _, d := range ds {
+		t.row(fmt.Sprintf("%s:%d:%d", file, d.Line, d.Column), d.Severity, orDash(d.Code), d.Message)
+	}
+	return t.flush()
+}
