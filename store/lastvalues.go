@@ -1,0 +1,301 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"qubiq.dev/edge/value"
+)
+
+// SaveLastValues stores vals (tag path → VQT) in one transaction, replacing
+// the stored VQT of each path given and leaving other paths alone. Every
+// value is encoded before the transaction starts: a value that cannot be
+// stored (a kind outside value.Value, see encodeVQT) fails the whole call,
+// naming the tag, and nothing is written.
+func (db *DB) SaveLastValues(vals map[string]value.VQT) error {
+	if len(vals) == 0 {
+		return nil
+	}
+	type kv struct {
+		k string
+		v []byte
+	}
+	enc := make([]kv, 0, len(vals))
+	for path, vqt := range vals {
+		if err := checkKey("tag path", path); err != nil {
+			return err
+		}
+		b, err := encodeVQT(vqt)
+		if err != nil {
+			return fmt.Errorf("store: last value of %q: %w", path, err)
+		}
+		enc = append(enc, kv{path, b})
+	}
+	err := db.update(func(tx *bolt.Tx) error {
+		b, err := bucket(tx, bucketLastValues)
+		if err != nil {
+			return err
+		}
+		for _, e := range enc {
+			if err := b.Put([]byte(e.k), e.v); err != nil {
+				return fmt.Errorf("tag %q: %w", e.k, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: save last values: %w", err)
+	}
+	return nil
+}
+
+// LoadLastValues returns every stored last value, by tag path. A record that
+// cannot be decoded fails the call with an error naming the tag.
+func (db *DB) LoadLastValues() (map[string]value.VQT, error) {
+	out := make(map[string]value.VQT)
+	err := db.view(func(tx *bolt.Tx) error {
+		b, err := bucket(tx, bucketLastValues)
+		if err != nil {
+			return err
+		}
+		return b.ForEach(func(k, v []byte) error {
+			vqt, err := decodeVQT(v)
+			if err != nil {
+				return fmt.Errorf("tag %q: %w", k, err)
+			}
+			out[string(k)] = vqt
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: load last values: %w", err)
+	}
+	return out, nil
+}
+
+// DeleteLastValues removes the stored last values of paths (tags removed
+// from the project). Paths without a stored value are ignored.
+func (db *DB) DeleteLastValues(paths ...string) error {
+	if len(paths) == 0 {
+		return nil
+	}
+	err := db.update(func(tx *bolt.Tx) error {
+		b, err := bucket(tx, bucketLastValues)
+		if err != nil {
+			return err
+		}
+		for _, p := range paths {
+			if p == "" {
+				continue
+			}
+			if err := b.Delete([]byte(p)); err != nil {
+				return fmt.Errorf("tag %q: %w", p, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: delete last values: %w", err)
+	}
+	return nil
+}
+
+// vqtRecord is a VQT on disk: {"v","q","t","r","sc","k"}.
+//
+// v is the value as JSON. Floats are always written with a decimal point or
+// an exponent ("3.0", "1e+21"), so they come back as float64, and integers
+// never have one, so int64 and uint64 come back exact (decoded with
+// UseNumber and value.Normalize).
+//
+// k, when present, says what plain JSON cannot:
+//   - "u": every integer in v is a uint64 (a uint64 that fits an int64
+//     would otherwise come back as int64).
+//   - "f": every number in v is a float64, and the strings "NaN", "+Inf" and
+//     "-Inf" in v are the non-finite floats (JSON has no spelling for them).
+//
+// An array mixing int64 and small uint64 elements has no k; its uint64
+// elements come back as int64 (value.Equal then differs, value.Coerce to the
+// tag's type restores them). An array mixing a non-finite float with other
+// numeric kinds or with one of those three strings cannot be stored.
+type vqtRecord struct {
+	V  json.RawMessage `json:"v"`
+	Q  value.Quality   `json:"q"`
+	T  time.Time       `json:"t"`
+	R  string          `json:"r,omitempty"`
+	SC uint32          `json:"sc,omitempty"`
+	K  string          `json:"k,omitempty"`
+}
+
+// Value kinds of vqtRecord.K.
+const (
+	kindUint  = "u"
+	kindFloat = "f"
+)
+
+// leafKinds describes the leaves of a value.
+type leafKinds struct {
+	ints, uints, smallUints, floats, nonFinite, nonFiniteNames int
+}
+
+func (lk *leafKinds) scan(v value.Value) error {
+	switch x := v.(type) {
+	case nil, bool:
+	case string:
+		if x == "NaN" || x == "+Inf" || x == "-Inf" {
+			lk.nonFiniteNames++
+		}
+	case int64:
+		lk.ints++
+	case uint64:
+		lk.uints++
+		if x <= math.MaxInt64 {
+			lk.smallUints++
+		}
+	case float64:
+		lk.floats++
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			lk.nonFinite++
+		}
+	case []any:
+		for _, e := range x {
+			if err := lk.scan(value.Normalize(e)); err != nil {
+				return err
+			}
+		}
+	default:
+		return fmt.Errorf("value of Go type %T cannot be stored", v)
+	}
+	return nil
+}
+
+func encodeVQT(vqt value.VQT) ([]byte, error) {
+	v := value.Normalize(vqt.Value)
+	var lk leafKinds
+	if err := lk.scan(v); err != nil {
+		return nil, err
+	}
+	rec := vqtRecord{Q: vqt.Quality, T: vqt.Time.UTC(), R: vqt.Reason, SC: vqt.StatusCode}
+	switch {
+	case lk.nonFinite > 0:
+		if lk.ints+lk.uints > 0 || lk.nonFiniteNames > 0 {
+			return nil, fmt.Errorf("array mixes a non-finite float with integers or with the strings NaN/+Inf/-Inf")
+		}
+		rec.K = kindFloat
+	case lk.smallUints > 0 && lk.ints == 0:
+		rec.K = kindUint
+	}
+	rec.V = appendValue(nil, v)
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// appendValue writes v (normalised, checked by leafKinds.scan) as JSON.
+func appendValue(buf []byte, v value.Value) []byte {
+	switch x := v.(type) {
+	case nil:
+		return append(buf, "null"...)
+	case bool:
+		return strconv.AppendBool(buf, x)
+	case int64:
+		return strconv.AppendInt(buf, x, 10)
+	case uint64:
+		return strconv.AppendUint(buf, x, 10)
+	case float64:
+		switch {
+		case math.IsNaN(x):
+			return append(buf, `"NaN"`...)
+		case math.IsInf(x, 1):
+			return append(buf, `"+Inf"`...)
+		case math.IsInf(x, -1):
+			return append(buf, `"-Inf"`...)
+		}
+		start := len(buf)
+		buf = strconv.AppendFloat(buf, x, 'g', -1, 64)
+		if !bytes.ContainsAny(buf[start:], ".e") {
+			buf = append(buf, ".0"...)
+		}
+		return buf
+	case string:
+		b, _ := json.Marshal(x) // a string always marshals
+		return append(buf, b...)
+	case []any:
+		buf = append(buf, '[')
+		for i, e := range x {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			buf = appendValue(buf, value.Normalize(e))
+		}
+		return append(buf, ']')
+	}
+	panic(fmt.Sprintf("store: appendValue: unchecked type %T", v))
+}
+
+func decodeVQT(b []byte) (value.VQT, error) {
+	var rec vqtRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return value.VQT{}, err
+	}
+	var raw any
+	if len(rec.V) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(rec.V))
+		dec.UseNumber()
+		if err := dec.Decode(&raw); err != nil {
+			return value.VQT{}, fmt.Errorf("value: %w", err)
+		}
+	}
+	v, err := decodeValue(raw, rec.K)
+	if err != nil {
+		return value.VQT{}, fmt.Errorf("value: %w", err)
+	}
+	return value.VQT{Value: v, Quality: rec.Q, Time: rec.T, Reason: rec.R, StatusCode: rec.SC}, nil
+}
+
+func decodeValue(raw any, kind string) (value.Value, error) {
+	switch x := raw.(type) {
+	case nil, bool:
+		return x, nil
+	case string:
+		if kind == kindFloat {
+			switch x {
+			case "NaN":
+				return math.NaN(), nil
+			case "+Inf":
+				return math.Inf(1), nil
+			case "-Inf":
+				return math.Inf(-1), nil
+			}
+		}
+		return x, nil
+	case json.Number:
+		switch kind {
+		case kindUint:
+			if u, err := strconv.ParseUint(string(x), 10, 64); err == nil {
+				return u, nil
+			}
+		case kindFloat:
+			return x.Float64()
+		}
+		return value.Normalize(x), nil
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			v, err := decodeValue(e, kind)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = v
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("JSON %T is not a tag value", raw)
+}

@@ -1,0 +1,140 @@
+package store_test
+
+import (
+	"errors"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"qubiq.dev/edge/store"
+	"qubiq.dev/edge/store/storetest"
+	"qubiq.dev/edge/value"
+)
+
+func TestDB_LastValues_RoundTrip(t *testing.T) {
+	ts := time.Date(2025, 3, 4, 5, 6, 7, 123456789, time.FixedZone("CET", 3600))
+	cases := []struct {
+		name string
+		vqt  value.VQT
+	}{
+		{"int64 max", value.VQT{Value: int64(math.MaxInt64), Quality: value.Good, Time: ts}},
+		{"int64 min", value.VQT{Value: int64(math.MinInt64), Quality: value.Good, Time: ts}},
+		{"uint64 max", value.VQT{Value: uint64(math.MaxUint64), Quality: value.Good, Time: ts}},
+		{"small uint64 stays uint64", value.VQT{Value: uint64(7), Quality: value.Good, Time: ts}},
+		{"integral float stays float", value.VQT{Value: float64(3), Quality: value.Good, Time: ts}},
+		{"big integral float", value.VQT{Value: 1e21, Quality: value.Good, Time: ts}},
+		{"float 2^53+ stays float", value.VQT{Value: float64(1 << 60), Quality: value.Good, Time: ts}},
+		{"negative zero float", value.VQT{Value: math.Copysign(0, -1), Quality: value.Good, Time: ts}},
+		{"fraction", value.VQT{Value: 0.1, Quality: value.Good, Time: ts}},
+		{"NaN", value.VQT{Value: math.NaN(), Quality: value.Good, Time: ts}},
+		{"+Inf", value.VQT{Value: math.Inf(1), Quality: value.Good, Time: ts}},
+		{"string", value.VQT{Value: "NaN", Quality: value.Good, Time: ts}},
+		{"bool", value.VQT{Value: true, Quality: value.Good, Time: ts}},
+		{"no value, bad quality, reason, status", value.VQT{Quality: value.BadNotConnected,
+			Time: ts, Reason: "connection refused", StatusCode: 0x808A0000}},
+		{"uint64 array", value.VQT{Value: []any{uint64(1), uint64(math.MaxUint64)}, Quality: value.Good, Time: ts}},
+		{"float array with NaN", value.VQT{Value: []any{1.0, math.NaN(), math.Inf(-1)}, Quality: value.Good, Time: ts}},
+		{"mixed array", value.VQT{Value: []any{int64(-1), "x", 2.0, nil, false}, Quality: value.Uncertain, Time: ts}},
+		{"zero time", value.VQT{Value: int64(1), Quality: value.BadWaitingForInitialData}},
+		{"go int normalised", value.VQT{Value: 42, Quality: value.Good, Time: ts}},
+	}
+	db := storetest.MustOpen(t)
+	in := map[string]value.VQT{}
+	for _, tc := range cases {
+		in[tc.name] = tc.vqt
+	}
+	if err := db.SaveLastValues(in); err != nil {
+		t.Fatal(err)
+	}
+	out, err := db.LoadLastValues()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != len(cases) {
+		t.Errorf("loaded %d values, saved %d", len(out), len(cases))
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := out[tc.name]
+			if !ok {
+				t.Fatal("missing")
+			}
+			want := value.Normalize(tc.vqt.Value)
+			if !value.Equal(got.Value, want) || reflect.TypeOf(got.Value) != reflect.TypeOf(want) {
+				t.Errorf("value = %#v (%T), want %#v (%T)", got.Value, got.Value, want, want)
+			}
+			if f, ok := want.(float64); ok && math.Signbit(f) != math.Signbit(got.Value.(float64)) {
+				t.Errorf("sign of %v lost: %v", f, got.Value)
+			}
+			if got.Quality != tc.vqt.Quality || got.Reason != tc.vqt.Reason || got.StatusCode != tc.vqt.StatusCode {
+				t.Errorf("got %+v, want %+v", got, tc.vqt)
+			}
+			if !got.Time.Equal(tc.vqt.Time) || got.Time.Location() != time.UTC {
+				t.Errorf("time = %v, want %v in UTC", got.Time, tc.vqt.Time)
+			}
+		})
+	}
+}
+
+func TestDB_SaveLastValues_Upsert(t *testing.T) {
+	db := storetest.MustOpen(t)
+	ts := time.Unix(100, 0).UTC()
+	if err := db.SaveLastValues(map[string]value.VQT{
+		"A/x": {Value: int64(1), Quality: value.Good, Time: ts},
+		"A/y": {Value: int64(2), Quality: value.Good, Time: ts},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.SaveLastValues(map[string]value.VQT{
+		"A/y": {Value: int64(3), Quality: value.BadTimeout, Time: ts.Add(time.Second)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.LoadLastValues()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["A/x"].Value != int64(1) || got["A/y"].Value != int64(3) || got["A/y"].Quality != value.BadTimeout {
+		t.Errorf("after upsert: %+v", got)
+	}
+	if err := db.DeleteLastValues("A/x", "absent"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := db.LoadLastValues(); len(got) != 1 {
+		t.Errorf("after delete: %+v", got)
+	}
+}
+
+// A value that cannot be stored fails the whole call, naming the tag, and
+// nothing of the batch is written.
+func TestDB_SaveLastValues_BadValueWritesNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		v    value.Value
+	}{
+		{"struct", struct{ X int }{1}},
+		{"map", map[string]any{"a": 1}},
+		{"NaN among ints", []any{int64(1), math.NaN()}},
+		{"NaN beside the string NaN", []any{"NaN", math.NaN()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := storetest.MustOpen(t)
+			err := db.SaveLastValues(map[string]value.VQT{
+				"Good/one": {Value: int64(1), Quality: value.Good},
+				"Bad/one":  {Value: tc.v, Quality: value.Good},
+			})
+			if err == nil || !strings.Contains(err.Error(), `"Bad/one"`) {
+				t.Fatalf("err = %v, want an error naming Bad/one", err)
+			}
+			if got, err := db.LoadLastValues(); err != nil || len(got) != 0 {
+				t.Errorf("stored %v, %v; want nothing", got, err)
+			}
+		})
+	}
+	db := storetest.MustOpen(t)
+	if err := db.SaveLastValues(map[string]value.VQT{"": {}}); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("empty tag path: %v, want ErrInvalid", err)
+	}
+}
