@@ -1,0 +1,135 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Config is the python section of the daemon config (DESIGN.md, "Daemon
+// config"). Zero limits are unset and not applied; Health says so.
+type Config struct {
+	// PythonPath names the interpreter (python.path; PYTHON_PATH overrides
+	// it, see ApplyEnv). It is resolved once, at Start.
+	PythonPath string
+	// Replicas is the number of pre-started workers (python.replicas;
+	// PYTHON_WORKER_REPLICAS overrides it). At least 1.
+	Replicas int
+	// DataDir is the daemon's data directory: the worker code is written to
+	// <DataDir>/run/sandbox and installed packages are read from
+	// <DataDir>/python-packages.
+	DataDir string
+	// GatewayTimeout clamps @gateway(timeout_ms=...) to [Min, Max]; Default
+	// applies when an entry has no timeout_ms.
+	GatewayTimeout struct{ Default, Min, Max time.Duration }
+	// NodeTimeout is the timeout of Python nodes in flows (RunNode).
+	NodeTimeout time.Duration
+	// MemoryMax is the memory limit of one worker in bytes (0: unset).
+	MemoryMax int64
+	// PidsMax is the limit of processes and threads of one worker (0: unset).
+	PidsMax int
+	// CPUMax is the CPU limit of one worker in cores (0: unset).
+	CPUMax float64
+	// RecycleAfterRuns replaces a worker after that many runs (0: never).
+	RecycleAfterRuns int
+	// RecycleAboveMemory replaces a worker whose resident memory is above
+	// this many bytes after a run (0: never).
+	RecycleAboveMemory int64
+	// Queue is the number of runs that may wait for a worker; past it Run
+	// fails with kind busy.
+	Queue int
+}
+
+// DefaultPythonPath is the bundled runtime's interpreter on the appliance.
+const DefaultPythonPath = "/usr/lib/qubiq/current/python/bin/python3"
+
+// DefaultConfig returns the defaults of DESIGN.md's daemon config: 2
+// replicas, gateway timeout 10s clamped to [10ms, 10m], node timeout 60s,
+// recycling after 1000 runs or above 192 MiB, a queue of 256, no limits set.
+func DefaultConfig() Config {
+	var c Config
+	c.PythonPath = DefaultPythonPath
+	c.Replicas = 2
+	c.GatewayTimeout.Default = 10 * time.Second
+	c.GatewayTimeout.Min = 10 * time.Millisecond
+	c.GatewayTimeout.Max = 10 * time.Minute
+	c.NodeTimeout = 60 * time.Second
+	c.RecycleAfterRuns = 1000
+	c.RecycleAboveMemory = 192 << 20
+	c.Queue = 256
+	return c
+}
+
+// ApplyEnv applies the environment overrides of DESIGN.md: PYTHON_PATH
+// replaces PythonPath and PYTHON_WORKER_REPLICAS replaces Replicas. lookup is
+// os.LookupEnv in the daemon. The daemon calls it after reading the YAML so
+// the environment wins. The error names a variable whose value is invalid.
+func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
+	if v, ok := lookup("PYTHON_PATH"); ok && v != "" {
+		c.PythonPath = v
+	}
+	if v, ok := lookup("PYTHON_WORKER_REPLICAS"); ok && v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return fmt.Errorf("PYTHON_WORKER_REPLICAS=%q: want a whole number of at least 1", v)
+		}
+		c.Replicas = n
+	}
+	return nil
+}
+
+// Validate reports every invalid field of c, joined.
+func (c Config) Validate() error {
+	var errs []error
+	if c.PythonPath == "" {
+		errs = append(errs, errors.New("python.path: empty"))
+	}
+	if c.Replicas < 1 {
+		errs = append(errs, fmt.Errorf("python.replicas: %d, want at least 1", c.Replicas))
+	}
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("data_dir: empty"))
+	}
+	g := c.GatewayTimeout
+	if g.Min <= 0 || g.Max < g.Min || g.Default < g.Min || g.Default > g.Max {
+		errs = append(errs, fmt.Errorf("python.gateway_timeout: want 0 < min (%v) <= default (%v) <= max (%v)",
+			g.Min, g.Default, g.Max))
+	}
+	if c.NodeTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("python.node_timeout: %v, want > 0", c.NodeTimeout))
+	}
+	if c.MemoryMax < 0 {
+		errs = append(errs, fmt.Errorf("python.memory_max: %d, want >= 0", c.MemoryMax))
+	}
+	if c.MemoryMax > 0 && c.MemoryMax < 16<<20 {
+		errs = append(errs, fmt.Errorf("python.memory_max: %d bytes is below the 16 MiB an interpreter needs", c.MemoryMax))
+	}
+	if c.PidsMax < 0 {
+		errs = append(errs, fmt.Errorf("python.pids_max: %d, want >= 0", c.PidsMax))
+	}
+	if c.CPUMax < 0 {
+		errs = append(errs, fmt.Errorf("python.cpu_max: %v, want >= 0", c.CPUMax))
+	}
+	if c.RecycleAfterRuns < 0 || c.RecycleAboveMemory < 0 {
+		errs = append(errs, errors.New("python.recycle_*: want >= 0"))
+	}
+	if c.Queue < 0 {
+		errs = append(errs, fmt.Errorf("python.queue: %d, want >= 0", c.Queue))
+	}
+	return errors.Join(errs...)
+}
+
+// clampTimeout returns the timeout of an entry whose @gateway gave ms
+// milliseconds (0: absent), clamped to the config.
+func (c Config) clampTimeout(ms int) time.Duration {
+	g := c.GatewayTimeout
+	if ms <= 0 {
+		return g.Default
+	}
+	if int64(ms) > int64(g.Max/time.Millisecond) {
+		return g.Max
+	}
+	d := time.Duration(ms) * time.Millisecond
+	return min(max(d, g.Min), g.Max)
+}

@@ -1,0 +1,494 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"qubiq.dev/edge/auth"
+	"qubiq.dev/edge/sandbox/rpc"
+)
+
+// Services is what the daemon gives the sandbox to serve system.* calls.
+// Call runs method ("tag.read", without "system.") with the JSON params the
+// script sent, for the grant of the run, which the dispatcher has already
+// checked against the method's scope (ScopeFor). It returns the JSON result.
+// A refusal it decides itself (a tag's write level, a prefix) is an
+// *auth.DeniedError and reaches the script as system.PermissionDenied; any
+// other error reaches it as system.CallError. ctx ends at the run's timeout
+// or when the worker dies. The result must be valid JSON: it is passed to
+// the worker unchecked (a malformed one reaches the script as
+// system.CallError).
+//
+// Shapes (DESIGN.md, "Python side"):
+//
+//	tag.read  {"paths": [...]}                 → [{"path","value","quality","timestamp","reason"}]
+//	tag.write {"paths": [...], "values": [...]} → ["Good", "Bad_UserAccessDenied", ...]
+//
+// Other methods pass their Python keyword arguments as an object, in snake
+// case (sandbox/python/qubiq_worker.py).
+type Services interface {
+	Call(ctx context.Context, g auth.Grant, method string, params json.RawMessage) (json.RawMessage, error)
+}
+
+// Entry is one entry point of a module: a top-level function that takes one
+// argument, and its timeout in milliseconds (@gateway(timeout_ms=N) clamped
+// to the config, the default when absent).
+type Entry struct {
+	Name      string `json:"name"`
+	TimeoutMs int    `json:"timeout_ms"`
+}
+
+// Diagnostic is one finding of Check, in the shape of DESIGN.md's lint
+// route: 1-based line and character column, Code ("syntax-error",
+// "syntax-warning", "forbidden-attribute", "forbidden-name",
+// "forbidden-import", "gateway-timeout"), Message, Severity ("error" or
+// "warning").
+type Diagnostic struct {
+	Line      int    `json:"line"`
+	Column    int    `json:"column"`
+	EndLine   int    `json:"end_line"`
+	EndColumn int    `json:"end_column"`
+	Code      string `json:"code"`
+	Message   string `json:"message"`
+	Severity  string `json:"severity"`
+}
+
+// ModuleInfo is what Check found in a module.
+type ModuleInfo struct {
+	Entries     []Entry      `json:"entries"`
+	Diagnostics []Diagnostic `json:"diagnostics"`
+}
+
+// Log is one line a script logged (print() logs at "info").
+type Log struct {
+	Level string `json:"level"`
+	Msg   string `json:"msg"`
+}
+
+// RunResult is what a run returned: the entry's return value as JSON, the
+// lines it logged and how long it ran, in milliseconds.
+type RunResult struct {
+	Result     json.RawMessage `json:"result"`
+	Logs       []Log           `json:"logs"`
+	DurationMs float64         `json:"duration_ms"`
+}
+
+// Limits of logs kept per run.
+const (
+	maxLogs     = 1000
+	maxLogBytes = 16 << 10
+)
+
+// module is the current code of one module.
+type moduleCode struct {
+	name    string
+	code    string
+	version int
+	entries map[string]time.Duration
+}
+
+// job is one run waiting for or running on a worker.
+type job struct {
+	ctx     context.Context
+	grant   auth.Grant
+	mod     *moduleCode
+	entry   string
+	args    json.RawMessage
+	timeout time.Duration
+	state   atomic.Int32 // jobQueued → jobTaken | jobAbandoned
+	done    chan jobResult
+}
+
+const (
+	jobQueued int32 = iota
+	jobTaken
+	jobAbandoned
+)
+
+type jobResult struct {
+	res RunResult
+	err error
+}
+
+// Pool is the pool of Python workers. Its methods are safe for concurrent
+// use.
+type Pool struct {
+	cfg    Config
+	svc    Services
+	logger *slog.Logger
+
+	codeDir      string
+	homeDir      string
+	packages     string
+	selfExe      string
+	startTimeout time.Duration
+	allowed      []string // import roots besides installed packages
+
+	mu        sync.RWMutex
+	python    string // resolved interpreter, set by Start
+	pyVersion string
+	iso       *isolation // set by Start
+	modules   map[string]*moduleCode
+	status    string // "ok", "missing", "failed", "" before Start
+	reason    string
+	started   bool
+	closed    bool
+	closing   chan struct{}
+	slotErrs  map[int]string
+
+	jobs     chan *job
+	wg       sync.WaitGroup
+	live     atomic.Int64
+	busy     atomic.Int64
+	queued   atomic.Int64
+	timeouts atomic.Uint64
+	ooms     atomic.Uint64
+}
+
+// defaultAllowed are the import roots of DESIGN.md: system, math, json,
+// datetime (installed packages are added by the worker).
+var defaultAllowed = []string{"datetime", "json", "math", "system"}
+
+// New returns a pool for cfg; nothing starts before Start. The error joins
+// every invalid field of cfg.
+func New(cfg Config, svc Services, logger *slog.Logger) (*Pool, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("sandbox: config: %w", err)
+	}
+	if svc == nil {
+		return nil, errors.New("sandbox: no Services")
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	exe, _ := os.Executable() // "" disables the sandbox-exec helper
+	return &Pool{
+		codeDir:      filepath.Join(cfg.DataDir, "run", "sandbox", "code"),
+		homeDir:      filepath.Join(cfg.DataDir, "run", "sandbox", "home"),
+		packages:     filepath.Join(cfg.DataDir, "python-packages"),
+		selfExe:      exe,
+		cfg:          cfg,
+		svc:          svc,
+		logger:       logger,
+		modules:      map[string]*moduleCode{},
+		closing:      make(chan struct{}),
+		slotErrs:     map[int]string{},
+		jobs:         make(chan *job, cfg.Queue),
+		startTimeout: 20 * time.Second,
+		allowed:      defaultAllowed,
+	}, nil
+}
+
+// Start resolves the interpreter, writes the worker code to
+// <DataDir>/run/sandbox, sets up isolation and starts cfg.Replicas workers.
+// When the interpreter is missing or no worker passes its handshake, the pool
+// is degraded: Start logs why and returns nil, Health reports it, and Run and
+// Check fail with kind runtime_missing. Start returns an error only when ctx
+// ends or Start was called before.
+func (p *Pool) Start(ctx context.Context) error {
+	p.mu.Lock()
+	if p.started {
+		p.mu.Unlock()
+		return errors.New("sandbox: Start called twice")
+	}
+	p.started = true
+	p.mu.Unlock()
+
+	python, err := resolvePython(ctx, p.cfg.PythonPath)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		p.degrade("missing", fmt.Sprintf("interpreter %s: %v", p.cfg.PythonPath, err))
+		return nil
+	}
+	p.mu.Lock()
+	p.python = python
+	p.mu.Unlock()
+	if err := writePythonFiles(p.codeDir); err != nil {
+		p.degrade("failed", err.Error())
+		return nil
+	}
+	if err := os.MkdirAll(p.homeDir, 0o700); err != nil {
+		p.degrade("failed", fmt.Sprintf("sandbox: create %s: %v", p.homeDir, err))
+		return nil
+	}
+	iso := p.setupIsolation(ctx)
+	p.mu.Lock()
+	p.iso = iso
+	p.mu.Unlock()
+
+	// Start every slot's first worker in parallel (SANDBOX.md §2.5,
+	// PERFORMANCE.md B6).
+	type started struct {
+		idx int
+		w   *worker
+		err error
+	}
+	ch := make(chan started, p.cfg.Replicas)
+	for i := range p.cfg.Replicas {
+		go func() {
+			conf, err := p.iso.slot(i)
+			if err != nil {
+				ch <- started{idx: i, err: err}
+				return
+			}
+			w, err := p.startWorker(ctx, conf)
+			ch <- started{idx: i, w: w, err: err}
+		}()
+	}
+	workers := make([]*worker, p.cfg.Replicas)
+	var firstErr error
+	ok := 0
+	for range p.cfg.Replicas {
+		s := <-ch
+		workers[s.idx] = s.w
+		if s.err != nil {
+			if firstErr == nil {
+				firstErr = s.err
+			}
+			p.setSlotErr(s.idx, s.err)
+			continue
+		}
+		ok++
+		p.mu.Lock()
+		p.pyVersion = s.w.python
+		p.mu.Unlock()
+	}
+	if ctx.Err() != nil {
+		for _, w := range workers {
+			if w != nil {
+				w.kill()
+				w.close()
+			}
+		}
+		p.closeIsolation()
+		return ctx.Err()
+	}
+	if ok == 0 {
+		p.closeIsolation()
+		p.degrade("failed", firstErr.Error())
+		return nil
+	}
+	p.mu.Lock()
+	p.status = "ok"
+	p.mu.Unlock()
+	for i, w := range workers {
+		if w != nil {
+			p.live.Add(1)
+		}
+		p.wg.Add(1)
+		go p.slotLoop(i, w)
+	}
+	p.logger.Info("sandbox started", "python", p.python, "version", p.pyVersion,
+		"workers", ok, "replicas", p.cfg.Replicas, "mode", p.iso.mode)
+	if firstErr != nil {
+		p.logger.Warn("sandbox worker failed to start", "err", firstErr)
+	}
+	return nil
+}
+
+// closeIsolation removes the pool's cgroups, logging what could not be.
+func (p *Pool) closeIsolation() {
+	if err := p.iso.close(); err != nil {
+		p.logger.Warn("sandbox cgroup cleanup failed", "err", err)
+	}
+}
+
+func (p *Pool) degrade(status, reason string) {
+	p.mu.Lock()
+	p.status, p.reason = status, reason
+	p.mu.Unlock()
+	p.logger.Error("sandbox degraded: scripts will fail with runtime_missing", "status", status, "reason", reason)
+}
+
+func (p *Pool) setSlotErr(i int, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err == nil {
+		delete(p.slotErrs, i)
+		return
+	}
+	p.slotErrs[i] = err.Error()
+}
+
+// hello is the first frame of every worker.
+func (p *Pool) hello() *rpc.Hello {
+	return &rpc.Hello{Type: rpc.TypeHello, Allowed: p.allowed, Packages: p.packages,
+		ReadPaths: []string{}}
+}
+
+// runtimeErr is the error of Run and Check in a degraded pool, or nil.
+func (p *Pool) runtimeErr() *RunError {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	switch {
+	case p.closed:
+		return runErr(KindKilled, "the sandbox is shut down")
+	case p.status == "ok":
+		return nil
+	case p.status == "":
+		return runErr(KindRuntimeMissing, "the Python runtime is not started yet")
+	}
+	return runErr(KindRuntimeMissing, "the Python runtime is missing: reinstall the firmware package "+
+		"or set python.path / PYTHON_PATH to the bundled interpreter (%s)", p.reason)
+}
+
+// Close stops every worker, fails queued runs with kind killed and removes
+// the workers' cgroups. It waits for running jobs to end until ctx ends.
+func (p *Pool) Close(ctx context.Context) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	close(p.closing)
+	p.mu.Unlock()
+
+	done := make(chan struct{})
+	go func() {
+		p.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("sandbox: close: %w", ctx.Err())
+	}
+	for {
+		select {
+		case j := <-p.jobs:
+			p.queued.Add(-1)
+			if j.state.CompareAndSwap(jobQueued, jobTaken) {
+				j.done <- jobResult{err: runErr(KindKilled, "the sandbox is shutting down")}
+			}
+			continue
+		default:
+		}
+		break
+	}
+	if p.iso != nil {
+		return p.iso.close()
+	}
+	return nil
+}
+
+// SetModule registers code as the current version of module, with the
+// entries Check found in it (info). Runs started afterwards use it; a
+// version of 0 or lower is accepted (the daemon's own numbering).
+func (p *Pool) SetModule(module, code string, info ModuleInfo, version int) {
+	m := &moduleCode{name: module, code: code, version: version, entries: map[string]time.Duration{}}
+	for _, e := range info.Entries {
+		m.entries[e.Name] = p.cfg.clampTimeout(e.TimeoutMs)
+	}
+	p.mu.Lock()
+	p.modules[module] = m
+	p.mu.Unlock()
+}
+
+// RemoveModule forgets module; later runs of it fail with kind invalid.
+func (p *Pool) RemoveModule(module string) {
+	p.mu.Lock()
+	delete(p.modules, module)
+	p.mu.Unlock()
+}
+
+// Modules returns the names of the registered modules, sorted.
+func (p *Pool) Modules() []string {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	out := make([]string, 0, len(p.modules))
+	for n := range p.modules {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Run runs entry of module with args (any JSON value; empty means null) for
+// the grant g, in a fresh namespace on a free worker, with the entry's
+// timeout (@gateway(timeout_ms=N), clamped; DESIGN.md "Python side"). Runs
+// wait in FIFO order when every worker is busy; past cfg.Queue waiting runs,
+// Run fails with kind busy. The run is killed at its timeout (kind timeout)
+// or when ctx ends (kind timeout for a deadline, killed for a cancel); its
+// worker is then replaced. Errors are *RunError; on error the RunResult
+// still carries the logs and the duration.
+func (p *Pool) Run(ctx context.Context, g auth.Grant, module, entry string, args json.RawMessage) (RunResult, error) {
+	return p.run(ctx, g, module, entry, args, 0)
+}
+
+// RunNode is Run for a Python node of a flow (def transform(msg)): the
+// timeout is cfg.NodeTimeout instead of the entry's gateway timeout
+// (DESIGN.md, "Python side").
+func (p *Pool) RunNode(ctx context.Context, g auth.Grant, module, entry string, msg json.RawMessage) (RunResult, error) {
+	return p.run(ctx, g, module, entry, msg, p.cfg.NodeTimeout)
+}
+
+func (p *Pool) run(ctx context.Context, g auth.Grant, module, entry string, args json.RawMessage, timeout time.Duration) (RunResult, error) {
+	if err := p.runtimeErr(); err != nil {
+		return RunResult{}, err
+	}
+	p.mu.RLock()
+	m := p.modules[module]
+	p.mu.RUnlock()
+	if m == nil {
+		return RunResult{}, runErr(KindInvalid, "unknown module %q", module)
+	}
+	entryTimeout, ok := m.entries[entry]
+	if !ok {
+		return RunResult{}, runErr(KindInvalid, "module %q has no entry %q", module, entry)
+	}
+	if timeout <= 0 {
+		timeout = entryTimeout
+	}
+	if len(args) == 0 {
+		args = json.RawMessage("null")
+	} else if !json.Valid(args) {
+		return RunResult{}, runErr(KindInvalid, "args of %s.%s are not valid JSON", module, entry)
+	}
+	if err := ctx.Err(); err != nil {
+		return RunResult{}, ctxErr(err, module, entry)
+	}
+	j := &job{ctx: ctx, grant: g, mod: m, entry: entry, args: args, timeout: timeout,
+		done: make(chan jobResult, 1)}
+	p.queued.Add(1)
+	select {
+	case p.jobs <- j:
+	default:
+		p.queued.Add(-1)
+		return RunResult{}, runErr(KindBusy, "all %d Python workers are busy and %d runs are waiting; retry later",
+			p.cfg.Replicas, p.cfg.Queue)
+	}
+	select {
+	case r := <-j.done:
+		return r.res, r.err
+	case <-ctx.Done():
+		if j.state.CompareAndSwap(jobQueued, jobAbandoned) {
+			return RunResult{}, ctxErr(ctx.Err(), module, entry)
+		}
+	case <-p.closing:
+		if j.state.CompareAndSwap(jobQueued, jobAbandoned) {
+			return RunResult{}, runErr(KindKilled, "the sandbox is shutting down")
+		}
+	}
+	r := <-j.done // taken by a worker, which answers even when it is killed
+	return r.res, r.err
+}
+
+// ctxErr maps the end of a caller's ctx to a RunError.
+func ctxErr(err error, module, entry string) *RunError {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return runErr(KindTimeout, "%s.%s did not finish before its caller's deadline", module, entry)
+	}
+	return runErr(KindKilled, "%s.%s was cancelled by its caller", module, entry)
+}

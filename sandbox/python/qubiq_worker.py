@@ -1,0 +1,458 @@
+"""Bootstrap of a QUBIQ Edge Python worker.
+
+Started by the daemon as `python -I -S qubiq_worker.py <code-dir>` with the
+transport on fds 3 (worker -> daemon) and 4 (daemon -> worker). It answers
+the daemon's hello with ready, then runs one exec at a time: each run gets a
+fresh module namespace, fresh builtins and fresh module proxies
+(qubiq_guard.Run), so nothing a run does is seen by the next. The worker
+exits when fd 4 reaches EOF or on any protocol violation.
+
+Standard library only.
+"""
+
+import sys
+
+if __name__ == "__main__":
+    sys.path.insert(0, sys.argv[1])
+
+import datetime as _dt
+import itertools
+import json
+import linecache
+import math  # noqa: F401  (pre-imported: an allowed module)
+import os
+import traceback
+
+import qubiq_guard as guard
+import qubiq_rpc as rpc
+
+_UTC = _dt.timezone.utc
+
+
+class PermissionDenied(Exception):
+    """A system.* call was refused; the message names the missing scope or level."""
+
+
+class CallError(Exception):
+    """A system.* call failed in the daemon; the message says why."""
+
+
+class QualifiedValue:
+    """One tag read: .value, .quality (a quality name such as "Good"),
+    .timestamp (an aware UTC datetime, parsed when first read), .path and
+    .reason."""
+
+    __slots__ = ("path", "value", "quality", "reason", "_ts", "_tsraw")
+
+    def __init__(self, path, value, quality, timestamp, reason):
+        self.path = path
+        self.value = value
+        self.quality = quality
+        self.reason = reason
+        if isinstance(timestamp, str):
+            self._tsraw = timestamp
+            self._ts = None
+        else:
+            self._tsraw = None
+            self._ts = timestamp
+
+    @property
+    def timestamp(self):
+        if self._tsraw is not None:
+            self._ts = _parse_time(self._tsraw)
+            self._tsraw = None
+        return self._ts
+
+    def __repr__(self):
+        return "QualifiedValue(path=%r, value=%r, quality=%r, timestamp=%r)" % (
+            self.path, self.value, self.quality, self.timestamp)
+
+
+def _parse_time(s):
+    if not s:
+        return None
+    try:
+        t = _dt.datetime.fromisoformat(s)
+    except ValueError:
+        return None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=_UTC)
+    return t.astimezone(_UTC)
+
+
+def _json_default(o):
+    if isinstance(o, _dt.datetime):
+        if o.tzinfo is None:
+            o = o.replace(tzinfo=_UTC)
+        return o.astimezone(_UTC).isoformat().replace("+00:00", "Z")
+    if isinstance(o, (_dt.date, _dt.time)):
+        return o.isoformat()
+    if isinstance(o, QualifiedValue):
+        return {"path": o.path, "value": o.value, "quality": o.quality,
+                "timestamp": _json_default(o.timestamp) if o.timestamp else None, "reason": o.reason}
+    if isinstance(o, (set, frozenset, tuple)):
+        return list(o)
+    raise TypeError("Object of type %s is not JSON serializable" % type(o).__name__)
+
+
+def _dumps(v):
+    return json.dumps(v, allow_nan=False, default=_json_default, ensure_ascii=False, separators=(",", ":"))
+
+
+class _Namespace:
+    """A read-only group of system.* functions."""
+
+    __slots__ = ("_call",)
+
+    def __init__(self, call):
+        object.__setattr__(self, "_call", call)
+
+    def __setattr__(self, name, value):
+        raise guard.ForbiddenAttributeError("system functions are read-only")
+
+    def __delattr__(self, name):
+        raise guard.ForbiddenAttributeError("system functions are read-only")
+
+
+def _paths(paths, what):
+    if isinstance(paths, str):
+        raise TypeError("%s takes a list of tag paths, not a string" % what)
+    out = list(paths)
+    for p in out:
+        if not isinstance(p, str):
+            raise TypeError("%s: tag paths are strings" % what)
+    return out
+
+
+class _Tag(_Namespace):
+    __slots__ = ()
+
+    def read(self, paths):
+        """Read tags: a list of QualifiedValue, one per path, in order."""
+        rows = self._call("tag.read", {"paths": _paths(paths, "system.tag.read")})
+        return [QualifiedValue(r.get("path"), r.get("value"), r.get("quality"),
+                               r.get("timestamp"), r.get("reason")) for r in rows]
+
+    def write(self, paths, values):
+        """Write tags: a list of quality names ("Good" when written), one per path."""
+        paths = _paths(paths, "system.tag.write")
+        values = list(values)
+        if len(values) != len(paths):
+            raise ValueError("system.tag.write: %d paths but %d values" % (len(paths), len(values)))
+        return list(self._call("tag.write", {"paths": paths, "values": values}))
+
+    def browse(self, path=""):
+        return self._call("tag.browse", {"path": path})
+
+
+class _DB(_Namespace):
+    __slots__ = ()
+
+    def runNamedQuery(self, name, params=None, database=None):
+        return self._call("db.runNamedQuery", {"name": name, "params": params, "database": database})
+
+    def runQuery(self, sql, args=None, database=None, tx=None):
+        return self._call("db.runQuery", {"sql": sql, "args": args, "database": database, "tx": tx})
+
+    def callProc(self, name, args=None, database=None, tx=None):
+        return self._call("db.callProc", {"name": name, "args": args, "database": database, "tx": tx})
+
+    def beginTransaction(self, database=None, isolation=None, timeoutMs=60000):
+        return self._call("db.beginTransaction", {"database": database, "isolation": isolation,
+                                                  "timeout_ms": timeoutMs})
+
+    def commitTransaction(self, tx):
+        return self._call("db.commitTransaction", {"tx": tx})
+
+    def rollbackTransaction(self, tx):
+        return self._call("db.rollbackTransaction", {"tx": tx})
+
+    def closeTransaction(self, tx):
+        return self._call("db.closeTransaction", {"tx": tx})
+
+
+class _Hist(_Namespace):
+    __slots__ = ()
+
+    def getTrends(self, paths, start, end, intervalMs=None, aggregate="raw"):
+        return self._call("hist.getTrends", {"paths": _paths(paths, "system.hist.getTrends"),
+                                             "start": start, "end": end,
+                                             "interval_ms": intervalMs, "aggregate": aggregate})
+
+
+class _Vars(_Namespace):
+    __slots__ = ()
+
+    def get(self, key, default=None):
+        r = self._call("vars.get", {"key": key})
+        return default if r is None else r
+
+    def set(self, key, value):
+        return self._call("vars.set", {"key": key, "value": value})
+
+    def delete(self, key):
+        return self._call("vars.delete", {"key": key})
+
+    def incr(self, key, by=1):
+        return self._call("vars.incr", {"key": key, "by": by})
+
+    def keys(self, prefix=""):
+        return self._call("vars.keys", {"prefix": prefix})
+
+    def list(self, prefix=""):
+        return self._call("vars.list", {"prefix": prefix})
+
+
+class _Files(_Namespace):
+    __slots__ = ()
+
+    def read(self, path):
+        return self._call("files.read", {"path": path})
+
+    def size(self, path):
+        return self._call("files.size", {"path": path})
+
+    def readChunk(self, path, offset, length):
+        return self._call("files.readChunk", {"path": path, "offset": offset, "length": length})
+
+    def save(self, path, data):
+        return self._call("files.save", {"path": path, "data": data})
+
+    def delete(self, path):
+        return self._call("files.delete", {"path": path})
+
+
+class _Message(_Namespace):
+    __slots__ = ()
+
+    def send(self, handler, payload=None):
+        return self._call("message.send", {"handler": handler, "payload": payload})
+
+
+class _Script(_Namespace):
+    __slots__ = ()
+
+    def runOnGateway(self, entry, args=None):
+        return self._call("script.runOnGateway", {"entry": entry, "args": args})
+
+
+class _System:
+    """The system builtin of one run."""
+
+    __slots__ = ("tag", "db", "hist", "vars", "files", "message", "script")
+    PermissionDenied = PermissionDenied
+    CallError = CallError
+
+    def __init__(self, call):
+        for name, cls in (("tag", _Tag), ("db", _DB), ("hist", _Hist), ("vars", _Vars),
+                          ("files", _Files), ("message", _Message), ("script", _Script)):
+            object.__setattr__(self, name, cls(call))
+
+    def __setattr__(self, name, value):
+        raise guard.ForbiddenAttributeError("system is read-only")
+
+    def __delattr__(self, name):
+        raise guard.ForbiddenAttributeError("system is read-only")
+
+    def __repr__(self):
+        return "<system>"
+
+
+def gateway(fn=None, *, timeout_ms=None):
+    """@gateway or @gateway(timeout_ms=N): marks a gateway entry; the daemon
+    reads timeout_ms from the module's source when it is saved."""
+    if fn is not None:
+        if callable(fn):
+            return fn
+        raise TypeError("@gateway takes keyword arguments only: @gateway(timeout_ms=2000)")
+    return lambda f: f
+
+
+class Fatal(Exception):
+    """The daemon broke the protocol: the worker exits."""
+
+
+class Worker:
+    def __init__(self, ch, env):
+        self.ch = ch
+        self.env = env
+        self.code = {}  # module -> (version, code object)
+        self.broken = False
+
+    def send(self, msg):
+        self.ch.send(msg)
+
+    def make_call(self, exec_id):
+        counter = itertools.count(1)
+        ch = self.ch
+
+        def call(method, params):
+            cid = next(counter)
+            try:
+                frame = rpc.encode({"type": "call", "exec": exec_id, "id": cid, "method": method,
+                                    "params": params}, default=_json_default)
+            except (TypeError, ValueError) as e:
+                raise TypeError("system.%s: the arguments are not JSON values: %s" % (method, e)) from None
+            ch.send_frame(frame)
+            try:
+                msg = ch.recv(check=False)
+            except rpc.BadJSON as e:
+                # Frames are length-delimited: the stream is intact, the
+                # daemon's answer to this call was not JSON.
+                raise CallError("system.%s: the daemon's answer was not valid JSON: %s" % (method, e)) from None
+            if msg.get("type") != "result" or msg.get("exec") != exec_id or msg.get("id") != cid:
+                self.broken = True
+                raise Fatal("expected the result of call %d, got %s" % (cid, msg["type"]))
+            if msg["ok"]:
+                return msg.get("value")
+            err = msg.get("error") or {}
+            if err.get("kind") == "permission_denied":
+                raise PermissionDenied(err.get("message", "permission denied"))
+            raise CallError("system.%s: %s" % (method, err.get("message", "failed")))
+
+        return call
+
+    def make_print(self, exec_id):
+        def _print(*args, sep=" ", end="\n", file=None, flush=False):
+            if file is not None:
+                raise TypeError("print(file=...) is not available in scripts")
+            msg = (sep if sep is not None else " ").join(str(a) for a in args)
+            self.send({"type": "log", "exec": exec_id, "level": "info", "msg": msg})
+        return _print
+
+    def compile(self, module, version, source):
+        filename = "<script %s>" % module
+        tree, diags = guard.parse(source, filename)
+        if tree is not None:
+            diags += guard.check_tree(tree, source, check_imports=False)
+        errors = [d for d in diags if d["severity"] == "error"]
+        if errors:
+            d = errors[0]
+            return None, {"kind": "invalid", "type": d["code"], "message": d["message"],
+                          "line": d["line"], "traceback": ""}
+        code = compile(guard.transform(tree), filename, "exec", dont_inherit=True)
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        self.code[module] = (version, code)
+        return code, None
+
+    def handle_exec(self, msg):
+        exec_id = msg["exec"]
+        module = msg["module"]
+        done = {"type": "done", "exec": exec_id, "ok": False}
+        cached = self.code.get(module)
+        if msg.get("cached"):
+            if cached is None or cached[0] != msg["version"]:
+                raise Fatal("exec asks for cached code of %s v%d that this worker does not hold"
+                            % (module, msg["version"]))
+            code = cached[1]
+        else:
+            code, err = self.compile(module, msg["version"], msg.get("source", ""))
+            if err:
+                done["error"] = err
+                self.send(done)
+                return
+        call = self.make_call(exec_id)
+        run = guard.Run(self.env, _System(call), gateway)
+        run.builtins["print"] = self.make_print(exec_id)
+        g = run.new_globals(module)
+        audit = self.env.audit
+        filename = code.co_filename
+        frame = None
+        failure = None
+        audit.active = True
+        try:
+            try:
+                exec(code, g)
+                fn = g.get(msg["entry"])
+                if not callable(fn):
+                    done["error"] = {"kind": "invalid", "type": "LookupError",
+                                     "message": "module %r has no entry %r" % (module, msg["entry"]),
+                                     "line": 0, "traceback": ""}
+                else:
+                    done["value"] = fn(msg.get("args"))
+                    done["ok"] = True
+                    try:
+                        frame = rpc.encode(done, default=_json_default)
+                    except (TypeError, ValueError) as e:
+                        del done["value"]
+                        done["ok"] = False
+                        done["error"] = {"kind": "script_error", "type": "TypeError",
+                                         "message": "the result of %s.%s is not JSON: %s"
+                                         % (module, msg["entry"], e), "line": 0, "traceback": ""}
+            except BaseException as e:  # noqa: B036 - the script's failure is reported, the worker lives on
+                done.pop("value", None)
+                done["ok"] = False
+                failure = e
+                try:
+                    message = str(e)
+                except BaseException:  # noqa: B036 - a broken __str__ must not kill the worker
+                    message = "<unprintable %s>" % type(e).__name__
+        finally:
+            audit.active = False
+        if self.broken:
+            raise Fatal("protocol broken during the run")
+        if failure is not None:
+            done["error"] = self.describe(failure, message, filename)
+            failure = None
+        self.send_frame(frame if frame is not None else rpc.encode(done))
+
+    def send_frame(self, frame):
+        self.ch.send_frame(frame)
+
+    @staticmethod
+    def describe(e, message, filename):
+        line = 0
+        tb = e.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename == filename:
+                line = tb.tb_lineno
+            tb = tb.tb_next
+        if isinstance(e, PermissionDenied):
+            kind = "permission_denied"
+        elif isinstance(e, MemoryError):
+            kind = "memory"
+        else:
+            kind = "script_error"
+        if isinstance(e, SyntaxError) and e.filename == filename:
+            line = e.lineno or line
+        try:
+            text = "".join(traceback.format_list(traceback.extract_tb(e.__traceback__, limit=-20)))
+        except Exception:  # noqa: BLE001 - never let formatting kill the worker
+            text = ""
+        lines = [ln for ln in text.splitlines(True) if "qubiq_" not in ln]
+        lines.append("%s: %s\n" % (type(e).__name__, message))
+        return {"kind": kind, "type": type(e).__name__, "message": message, "line": line,
+                "traceback": "".join(lines)[-8192:]}
+
+
+def main():
+    ch = rpc.Channel(4, 3)
+    hello = ch.recv()
+    if hello["type"] != "hello":
+        raise Fatal("first frame is %s, not hello" % hello["type"])
+    packages = hello["packages"]
+    if packages and os.path.isdir(packages) and packages not in sys.path:
+        sys.path.append(packages)
+    read_dirs = [p for p in sys.path if p] + [sys.argv[1], packages] + list(hello["read_paths"] or [])
+    env = guard.Env(hello["allowed"] or [], packages, read_dirs)
+    env.install_audit_hook()
+    ch.send({"type": "ready", "pid": os.getpid(), "python": sys.version.split()[0],
+             "executable": sys.executable})
+    w = Worker(ch, env)
+    while True:
+        try:
+            msg = ch.recv()
+        except EOFError:
+            return 0
+        if msg["type"] != "exec":
+            raise Fatal("unexpected %s frame" % msg["type"])
+        w.handle_exec(msg)
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except (Fatal, rpc.ProtocolError) as e:
+        sys.stderr.write("qubiq worker: protocol violation: %s\n" % e)
+        sys.stderr.flush()
+        os._exit(3)
