@@ -113,6 +113,10 @@ type tagState struct {
 	cur   value.VQT
 	dirty bool
 	grp   *group
+	// seeded is set while cur is a last value read back after a restart and
+	// the device has not answered yet: bad reads keep it
+	// Uncertain_LastUsableValue (DESIGN.md, Quality).
+	seeded bool
 }
 
 type group struct {
@@ -235,6 +239,7 @@ func (e *Engine) Seed(vals map[string]value.VQT) {
 		v.Quality = value.UncertainLastUsableValue
 		v.Reason = "last value before restart; waiting for the device"
 		st.cur = v
+		st.seeded = true
 	}
 }
 
@@ -323,6 +328,14 @@ func (e *Engine) apply(g *group, vals []value.VQT) {
 			v.Value = st.tag.Scale.ToEng(v.Value)
 		}
 		old := st.cur
+		if st.seeded {
+			if v.Quality.IsBad() {
+				v = value.VQT{Value: old.Value, Quality: value.UncertainLastUsableValue, Time: old.Time,
+					Reason: "last value before restart; device: " + v.Reason}
+			} else {
+				st.seeded = false
+			}
+		}
 		if !v.Quality.IsGood() && v.Value == nil {
 			// Keep the last known value with the new quality (DESIGN.md,
 			// REST: value is the last known value when quality is not Good).

@@ -240,15 +240,24 @@ func TestEngine_Scan_SeedThenGoodThenBad(t *testing.T) {
 	}
 	ch, _, cancel := e.Subscribe(16)
 	defer cancel()
+	drv.readErr = value.BadNotConnected
 	if err := e.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	defer e.Stop(context.Background())
+	// The device is away: the seeded value stays Uncertain_LastUsableValue.
+	c := waitQuality(t, ch, value.UncertainLastUsableValue)
+	if c.Value != int64(3) || c.Reason == "" {
+		t.Fatalf("seeded value while the device is away: %+v", c)
+	}
+	drv.mu.Lock()
+	drv.readErr = value.Good
+	drv.mu.Unlock()
 	waitQuality(t, ch, value.Good)
 	drv.mu.Lock()
 	drv.readErr = value.BadNotConnected
 	drv.mu.Unlock()
-	c := waitQuality(t, ch, value.BadNotConnected)
+	c = waitQuality(t, ch, value.BadNotConnected)
 	if c.Value != int64(7) {
 		t.Fatalf("bad VQT lost the last known value: %+v", c)
 	}

@@ -1,0 +1,85 @@
+// Command qubiqd is the QUBIQ Edge daemon: it polls devices, keeps the tag
+// store, serves the REST API and runs gateway scripts in sandboxed Python
+// workers (DESIGN.md, Binaries).
+//
+//	qubiqd --config FILE       run (default /etc/qubiq/qubiq.yaml)
+//	qubiqd --check-config      validate config and project, exit 0 or 1
+//	qubiqd --version
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"qubiq.dev/edge/config"
+	"qubiq.dev/edge/daemon"
+	_ "qubiq.dev/edge/device/all"
+	"qubiq.dev/edge/sandbox"
+	"qubiq.dev/edge/store"
+)
+
+func main() {
+	// The sandbox re-executes this binary as its worker helper
+	// ("qubiqd sandbox-exec ..."): that path never returns.
+	sandbox.MaybeRunHelper()
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("qubiqd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "/etc/qubiq/qubiq.yaml", "daemon configuration `file`")
+	check := fs.Bool("check-config", false, "validate the configuration and project, then exit")
+	version := fs.Bool("version", false, "print the version and exit")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *version {
+		fmt.Fprintln(stdout, "qubiqd", daemon.Version)
+		return 0
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(stderr, "qubiqd: --log-level %q: %v\n", *logLevel, err)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
+	if *check {
+		if err := daemon.Check(*cfgPath, log); err != nil {
+			fmt.Fprintf(stderr, "qubiqd: configuration invalid:\n%v\n", err)
+			return 1
+		}
+		fmt.Fprintln(stdout, "configuration ok:", *cfgPath)
+		return 0
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := runDaemon(ctx, *cfgPath, log); err != nil {
+		fmt.Fprintf(stderr, "qubiqd: %v\n", err)
+		if errors.Is(err, store.ErrInUse) {
+			return 1
+		}
+		return 1
+	}
+	return 0
+}
+
+func runDaemon(ctx context.Context, path string, log *slog.Logger) error {
+	cfg, err := config.LoadDaemon(path)
+	if err != nil {
+		return err
+	}
+	sys, err := daemon.New(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	return sys.Run(ctx)
+}
