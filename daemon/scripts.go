@@ -299,4 +299,3 @@ func (sv services) Call(ctx context.Context, g auth.Grant, method string, params
 	}
 	return nil, fmt.Errorf("%s: not available in this build", method)
 }
-
