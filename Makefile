@@ -37,13 +37,16 @@ lint:
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags integration $(PKGS)
 
-test: deps lint test-unit test-integration
+# One run: unit tests and the integration tests (build tag `integration`,
+# real peers on loopback), all with the race detector.
+test: deps lint build
+	PYTHON_PATH=$(PYTHON) QUBIQ_BIN=$(CURDIR)/$(BIN) $(GO) test -race -tags integration -count=1 -timeout 18m $(PKGS)
 
-test-unit:
+test-unit: deps-go
 	PYTHON_PATH=$(PYTHON) $(GO) test -race -count=1 -timeout 15m $(PKGS)
 
-test-integration: build
-	PYTHON_PATH=$(PYTHON) QUBIQ_BIN=$(CURDIR)/$(BIN) $(GO) test -tags integration -count=1 -timeout 15m ./integration/...
+test-integration: deps build
+	PYTHON_PATH=$(PYTHON) QUBIQ_BIN=$(CURDIR)/$(BIN) $(GO) test -tags integration -count=1 -timeout 15m $(PKGS)
 
 test-long: deps
 	PYTHON_PATH=$(PYTHON) $(GO) test -tags 'integration long' -count=1 -timeout 60m $(PKGS)

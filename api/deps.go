@@ -44,6 +44,18 @@ type Deps struct {
 	Health    Health
 	Devices   Devices
 	Provision Provisioner
+
+	// Sessions, Users, LiveView and Live serve the browser side (issue 7;
+	// liveview_deps.go): LiveView sessions, user administration, the
+	// project's views with their audit trail, and live values for the
+	// WebSocket.
+	Sessions SessionManager
+	Users    UserAdmin
+	LiveView LiveView
+	Live     LiveValues
+	// TLS describes the listener's certificate for GET /health ("tls");
+	// nil when the listener speaks plain HTTP.
+	TLS *apitypes.TLSInfo
 }
 
 // Authenticator turns a bearer token into the grant it stands for (API key,

@@ -27,8 +27,14 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request, _ auth.Grant) er
 	if h.Status == apitypes.HealthFailed {
 		status = http.StatusServiceUnavailable
 	}
+	if s.deps.LiveView != nil && s.deps.LiveView.EscapeHatch() {
+		h.EscapeHatch = true // DESIGN.md: the escape hatch is visible
+	}
 	w.Header().Set("Cache-Control", "no-store")
-	s.writeJSON(w, r, status, h)
+	s.writeJSON(w, r, status, struct {
+		apitypes.Health
+		TLS *apitypes.TLSInfo `json:"tls,omitempty"`
+	}{h, s.deps.TLS})
 	return nil
 }
 
@@ -127,6 +133,9 @@ func (s *Server) runScript(w http.ResponseWriter, r *http.Request, g auth.Grant)
 	}
 	if err := checkName("entry", entry); err != nil {
 		return err
+	}
+	if cs, ok := sessionOf(r); ok {
+		return s.runFromPanel(w, r, cs, module, entry)
 	}
 	var req apitypes.ScriptRunRequest
 	if err := decodeBody(r, &req, decodeOpts{allowEmpty: true}); err != nil {

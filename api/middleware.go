@@ -39,13 +39,19 @@ func (s *Server) wrap(rt route) http.Handler {
 			s.log.DebugContext(r.Context(), "request", slog.String("route", target), slog.Int("status", sw.status),
 				slog.Duration("took", time.Since(start)))
 		}()
+		if rt.stream {
+			rc := http.NewResponseController(w)
+			if err := errors.Join(rc.SetWriteDeadline(time.Time{}), rc.SetReadDeadline(time.Time{})); err != nil {
+				s.log.WarnContext(r.Context(), "cannot lift deadlines", slog.String("route", target), slog.Any("error", err))
+			}
+		}
 		if rt.longWrite {
 			rc := http.NewResponseController(w)
 			if err := rc.SetWriteDeadline(time.Now().Add(s.cfg.LongWriteTimeout)); err != nil {
 				s.log.WarnContext(r.Context(), "cannot extend write deadline", slog.String("route", target), slog.Any("error", err))
 			}
 		}
-		g, err := s.authorize(r, rt, target)
+		r, g, err := s.authorize(r, rt, target)
 		if err != nil {
 			s.writeError(sw, r, target, err)
 			return
@@ -68,48 +74,76 @@ func (s *Server) wrap(rt route) http.Handler {
 
 // authorize returns the caller's grant for rt: the zero Grant on a public
 // route; else the grant of the bearer token, which must be current and hold
-// the route's scope or permission. Refusals are logged (DESIGN.md: denials
-// are loud).
-func (s *Server) authorize(r *http.Request, rt route, target string) (auth.Grant, error) {
+// the route's scope or permission; else, without an Authorization header,
+// the grant of the browser session named by the session cookie
+// (authorizeSession: CSRF checked, grant derived on the server). The
+// request returned carries the session in its context. Refusals are logged
+// (DESIGN.md: denials are loud).
+func (s *Server) authorize(r *http.Request, rt route, target string) (*http.Request, auth.Grant, error) {
 	if rt.need.isPublic() {
-		return auth.Grant{}, nil
+		return r, auth.Grant{}, nil
+	}
+	if r.Header.Get("Authorization") == "" {
+		if tok, ok := s.sessionToken(r); ok {
+			return s.authorizeSession(r, rt, target, tok)
+		}
+	}
+	if rt.need.session && !s.deps.has(rt.dep) {
+		return r, auth.Grant{}, errorf(http.StatusNotImplemented, KindNotImplemented,
+			"%s is not available in this daemon (%s)", target, rt.dep)
+	}
+	if rt.need.session {
+		return r, auth.Grant{}, errorf(http.StatusUnauthorized, KindUnauthenticated,
+			"%s needs a LiveView session: log in with POST %s/auth/login", target, prefix)
 	}
 	if s.deps.Auth == nil {
-		return auth.Grant{}, errorf(http.StatusNotImplemented, KindNotImplemented,
+		return r, auth.Grant{}, errorf(http.StatusNotImplemented, KindNotImplemented,
 			"authentication is not available in this daemon, so %s cannot be served", target)
 	}
 	token, ok := bearer(r)
 	if !ok {
-		return auth.Grant{}, errorf(http.StatusUnauthorized, KindUnauthenticated,
+		return r, auth.Grant{}, errorf(http.StatusUnauthorized, KindUnauthenticated,
 			"missing credentials: send Authorization: Bearer <token>")
 	}
 	g, err := s.deps.Auth.Authenticate(r.Context(), token)
 	switch {
 	case errors.Is(err, ErrUnauthenticated):
 		s.log.InfoContext(r.Context(), "request refused", slog.String("route", target), slog.String("reason", "unauthenticated"))
-		return auth.Grant{}, errorf(http.StatusUnauthorized, KindUnauthenticated, "invalid, revoked or expired credentials")
+		return r, auth.Grant{}, errorf(http.StatusUnauthorized, KindUnauthenticated, "invalid, revoked or expired credentials")
 	case err != nil:
 		s.log.WarnContext(r.Context(), "credential check failed", slog.String("route", target), slog.Any("error", err))
-		return auth.Grant{}, &httpError{status: http.StatusServiceUnavailable, kind: KindUnavailable,
+		return r, auth.Grant{}, &httpError{status: http.StatusServiceUnavailable, kind: KindUnavailable,
 			detail: "credentials could not be checked; retry", retryAfter: true}
 	}
 	if !g.Expires.IsZero() && !s.cfg.Now().Before(g.Expires) {
 		s.log.InfoContext(r.Context(), "request refused", slog.String("route", target), slog.String("principal", g.Principal),
 			slog.String("reason", "expired"))
-		return auth.Grant{}, errorf(http.StatusUnauthorized, KindUnauthenticated,
+		return r, auth.Grant{}, errorf(http.StatusUnauthorized, KindUnauthenticated,
 			"credentials expired at %s", g.Expires.UTC().Format(time.RFC3339))
 	}
-	if rt.need.scope != "" {
+	if err := s.requireNeed(r, rt, target, g); err != nil {
+		return r, auth.Grant{}, err
+	}
+	return r, g, nil
+}
+
+// requireNeed checks g against the route's scope or permission and logs a
+// refusal.
+func (s *Server) requireNeed(r *http.Request, rt route, target string, g auth.Grant) error {
+	var err error
+	switch {
+	case rt.need.session:
+		return nil
+	case rt.need.scope != "":
 		err = g.RequireScope(rt.need.scope, target)
-	} else {
+	default:
 		err = g.RequirePermission(rt.need.perm, target)
 	}
 	if err != nil {
 		s.log.InfoContext(r.Context(), "request refused", slog.String("route", target), slog.String("principal", g.Principal),
-			slog.String("realm", string(g.Realm)), slog.String("need", rt.need.String()))
-		return auth.Grant{}, err
+			slog.String("realm", string(g.Realm)), slog.String("origin", g.Origin), slog.String("need", rt.need.String()))
 	}
-	return g, nil
+	return err
 }
 
 // bearer returns the token of an "Authorization: Bearer <token>" header

@@ -10,8 +10,9 @@ import (
 // need is what a route requires of the caller's grant: nothing (public), a
 // scope, or a permission (DESIGN.md, route table).
 type need struct {
-	scope auth.Scope
-	perm  auth.Permission
+	scope   auth.Scope
+	perm    auth.Permission
+	session bool // a LiveView session (cookie), whatever its grant
 }
 
 var public = need{}
@@ -19,7 +20,11 @@ var public = need{}
 func scope(s auth.Scope) need     { return need{scope: s} }
 func perm(p auth.Permission) need { return need{perm: p} }
 
-func (n need) isPublic() bool { return n.scope == "" && n.perm == "" }
+// aSession is the need of routes only a browser session may call
+// (logout, the session's own info).
+var aSession = need{session: true}
+
+func (n need) isPublic() bool { return n.scope == "" && n.perm == "" && !n.session }
 
 // String names the need as DESIGN.md's route table does: "nothing",
 // "tag:read", "designer".
@@ -29,6 +34,8 @@ func (n need) String() string {
 		return string(n.scope)
 	case n.perm != "":
 		return string(n.perm)
+	case n.session:
+		return "a session"
 	}
 	return "nothing"
 }
@@ -44,6 +51,10 @@ const (
 	depHealth
 	depDevices
 	depProvision
+	depSessions
+	depUsers
+	depLiveView
+	depLive
 )
 
 func (d Deps) has(x dep) bool {
@@ -60,13 +71,22 @@ func (d Deps) has(x dep) bool {
 		return d.Devices != nil
 	case depProvision:
 		return d.Provision != nil
+	case depSessions:
+		return d.Sessions != nil
+	case depUsers:
+		return d.Users != nil
+	case depLiveView:
+		return d.LiveView != nil
+	case depLive:
+		return d.Live != nil && d.Tags != nil
 	}
 	return true
 }
 
 // String names the dependency for the 501 detail.
 func (x dep) String() string {
-	return [...]string{"none", "tags", "scripts", "API keys", "health", "devices", "provisioning"}[x]
+	return [...]string{"none", "tags", "scripts", "API keys", "health", "devices", "provisioning",
+		"sessions", "users", "LiveView", "live values"}[x]
 }
 
 // handlerFunc handles one route. g is the caller's grant (the zero Grant on
@@ -86,7 +106,15 @@ type route struct {
 	// server's WriteTimeout (script runs may last up to
 	// python.gateway_timeout's max of 10 min).
 	longWrite bool
-	handle    handlerFunc
+	// stream marks a long-lived connection (the WebSocket): the server's
+	// read and write deadlines are lifted; the handler keeps its own.
+	stream bool
+	// liveview: a LiveView session is not checked against need but
+	// against the panel's exposed entries, in the handler (DESIGN.md:
+	// "POST /scripts/{module}/{entry}/run | script:execute (a LiveView
+	// session: see below)").
+	liveview bool
+	handle   handlerFunc
 }
 
 // pattern is the ServeMux pattern: "POST /api/v1/tags/read".
@@ -112,7 +140,7 @@ var routes = []route{
 	{method: "POST", path: prefix + "/scripts/lint", need: perm(auth.Designer), dep: depScripts, handle: (*Server).lintScript},
 	{method: "PUT", path: prefix + "/scripts/{module}", need: perm(auth.Designer), dep: depScripts, handle: (*Server).saveScript},
 	{method: "POST", path: prefix + "/scripts/{module}/{entry}/run", need: scope(auth.ScriptExecute), dep: depScripts,
-		longWrite: true, handle: (*Server).runScript},
+		longWrite: true, liveview: true, handle: (*Server).runScript},
 
 	{method: "GET", path: prefix + "/devices", need: scope(auth.TagRead), dep: depDevices, handle: (*Server).listDevices},
 
@@ -123,6 +151,21 @@ var routes = []route{
 	// DESIGN.md: "firmware (provision: the bootstrap token)"; the bootstrap
 	// token holds every permission, and Provisioner decides the rest.
 	{method: "POST", path: prefix + "/provision", need: perm(auth.Firmware), dep: depProvision, handle: (*Server).provision},
+
+	// Browser sessions and users (issue 7; session.go, users.go). Login
+	// is public but rate-limited and Origin-checked.
+	{method: "POST", path: prefix + "/auth/login", need: public, dep: depSessions, handle: (*Server).login},
+	{method: "POST", path: prefix + "/auth/logout", need: aSession, dep: depSessions, handle: (*Server).logout},
+	{method: "GET", path: prefix + "/auth/session", need: aSession, dep: depSessions, handle: (*Server).sessionInfo},
+	{method: "GET", path: prefix + "/users", need: perm(auth.UsersAdmin), dep: depUsers, handle: (*Server).listUsers},
+	{method: "POST", path: prefix + "/users", need: perm(auth.UsersAdmin), dep: depUsers, handle: (*Server).addUser},
+	{method: "PUT", path: prefix + "/users/{name}/password", need: perm(auth.UsersAdmin), dep: depUsers, handle: (*Server).setPassword},
+	{method: "POST", path: prefix + "/users/{name}/disable", need: perm(auth.UsersAdmin), dep: depUsers, handle: (*Server).disableUser},
+
+	// LiveView panels (liveview.go, ws.go).
+	{method: "GET", path: prefix + "/ws", need: scope(auth.TagRead), dep: depLive, stream: true, handle: (*Server).ws},
+	{method: "GET", path: prefix + "/liveview/views", need: scope(auth.TagRead), dep: depLiveView, handle: (*Server).listViews},
+	{method: "GET", path: prefix + "/liveview/views/{panel}/events", need: scope(auth.TagRead), dep: depLiveView, handle: (*Server).panelEvents},
 }
 
 // defaultLongWrite is Config.LongWriteTimeout's default: the longest script

@@ -112,6 +112,7 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Server, error) {
 	for _, rt := range routes {
 		s.mux.Handle(rt.pattern(), s.wrap(rt))
 	}
+	s.mountLiveView()
 	return s, nil
 }
 

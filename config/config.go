@@ -176,17 +176,44 @@ func LoadDaemon(path string) (*Daemon, error) {
 	default:
 		errs = append(errs, fmt.Errorf("%s: security.baseline_write_level %q: want view, operate, supervise or design", abs, d.Security.BaselineWriteLevel))
 	}
-	if d.HTTP.TLS.Kind != 0 {
-		if d.HTTP.TLS.Kind == yaml.ScalarNode && d.HTTP.TLS.Value != "off" && d.HTTP.TLS.Value != "false" {
-			errs = append(errs, fmt.Errorf("%s:%d: http.tls %q: only \"off\" is supported by this build", abs, d.HTTP.TLS.Line, d.HTTP.TLS.Value))
-		} else if d.HTTP.TLS.Kind != yaml.ScalarNode {
-			errs = append(errs, fmt.Errorf("%s:%d: http.tls: certificate files are not supported by this build; use off", abs, d.HTTP.TLS.Line))
-		}
+	if err := checkTLS(abs, d.HTTP.TLS); err != nil {
+		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	return &d, nil
+}
+
+// checkTLS validates http.tls (DESIGN.md, Daemon config): off, auto, or a
+// mapping of exactly cert and key (paths, relative to the config file; the
+// daemon loads them at start).
+func checkTLS(file string, n yaml.Node) error {
+	switch {
+	case n.Kind == 0:
+		return nil
+	case n.Kind == yaml.ScalarNode:
+		switch n.Value {
+		case "off", "false", "auto":
+			return nil
+		}
+		return fmt.Errorf("%s:%d: http.tls %q: want off, auto or {cert: FILE, key: FILE}", file, n.Line, n.Value)
+	case n.Kind == yaml.MappingNode:
+		var tls struct {
+			Cert string `yaml:"cert"`
+			Key  string `yaml:"key"`
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if k := n.Content[i]; k.Value != "cert" && k.Value != "key" {
+				return fmt.Errorf("%s:%d: http.tls: unknown key %q (want cert and key)", file, k.Line, k.Value)
+			}
+		}
+		if err := n.Decode(&tls); err != nil || tls.Cert == "" || tls.Key == "" {
+			return fmt.Errorf("%s:%d: http.tls: want {cert: FILE, key: FILE}, both set", file, n.Line)
+		}
+		return nil
+	}
+	return fmt.Errorf("%s:%d: http.tls: want off, auto or {cert: FILE, key: FILE}", file, n.Line)
 }
 
 func resolve(dir, p string) string {

@@ -87,14 +87,18 @@ func New(ctx context.Context, cfg *config.Daemon, log *slog.Logger) (_ *System, 
 	if s.Scripts, err = newScripts(ctx, s); err != nil {
 		return nil, err
 	}
-	s.API, err = api.New(api.Config{Addr: cfg.HTTP.Listen}, api.Deps{
+	lv, err := s.newLiveView()
+	if err != nil {
+		return nil, err
+	}
+	s.API, err = api.New(lv.Config(cfg.HTTP.Listen), lv.Deps(api.Deps{
 		Auth:    authenticator{s},
 		Tags:    tagsAPI{s},
 		Scripts: s.Scripts,
 		APIKeys: keysAPI{s},
 		Health:  healthAPI{s},
 		Devices: devicesAPI{s},
-	}, log.With("subsystem", "api"))
+	}), log.With("subsystem", "api"))
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
+	"strings"
 	"time"
 
 	"qubiq.dev/edge/api/apitypes"
@@ -296,6 +297,26 @@ func (sv services) Call(ctx context.Context, g auth.Grant, method string, params
 			out[i] = r.Quality.String()
 		}
 		return json.Marshal(out)
+	case "script.runOnGateway":
+		var p struct {
+			Entry string          `json:"entry"`
+			Args  json.RawMessage `json:"args"`
+		}
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, fmt.Errorf("script.runOnGateway: bad params: %w", err)
+		}
+		module, entry, ok := strings.Cut(p.Entry, ".")
+		if !ok {
+			return nil, fmt.Errorf("script.runOnGateway: entry %q: want module.entry", p.Entry)
+		}
+		if len(p.Args) == 0 {
+			p.Args = json.RawMessage("null")
+		}
+		res, err := sv.s.Scripts.RunScript(ctx, g, module, entry, p.Args)
+		if err != nil {
+			return nil, err
+		}
+		return res.Result, nil
 	}
 	return nil, fmt.Errorf("%s: not available in this build", method)
 }

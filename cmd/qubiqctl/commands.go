@@ -79,8 +79,8 @@ func cmdStatus(ctx context.Context, c *cli, _ *opts, args []string) error {
 	}
 	if c.g.json {
 		err = c.printJSON(h)
-	} else {
-		err = printHealth(c.stdout, h)
+	} else if err = printHealth(c.stdout, h); err == nil {
+		err = c.printTLS(ctx)
 	}
 	if err == nil && h.Status == apitypes.HealthFailed {
 		err = fmt.Errorf("the daemon's health is %q: %s", h.Status, strings.Join(h.Reasons, "; "))

@@ -53,6 +53,10 @@ type globals struct {
 	json       bool
 	timeout    time.Duration
 	timeoutSet bool
+	// tlsPin is the SHA-256 fingerprint the daemon's certificate must have
+	// (--tls-fingerprint, QUBIQ_TLS_FINGERPRINT): for a self-signed
+	// certificate (http.tls: auto), instead of a CA.
+	tlsPin string
 }
 
 // register adds the global flags to fs, bound to g, with g's current values
@@ -62,6 +66,7 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.apiKey, "api-key", g.apiKey, "API key sent as Bearer credential (env QUBIQ_API_KEY)")
 	fs.BoolVar(&g.json, "json", g.json, "print the API's JSON instead of a table")
 	fs.DurationVar(&g.timeout, "timeout", g.timeout, "timeout of each request")
+	fs.StringVar(&g.tlsPin, "tls-fingerprint", g.tlsPin, "SHA-256 fingerprint of the daemon's self-signed certificate (env QUBIQ_TLS_FINGERPRINT)")
 }
 
 // cli is one invocation: its flags, output streams and, once the flags are
@@ -98,13 +103,15 @@ type opts struct {
 	name, scopes, level, perms, prefixes string
 	expires                              string
 	passwordFile                         string
+	realm                                string
 }
 
 // run is qubiqctl: it parses args, calls the subcommand, prints its answer
 // to stdout and any error to stderr, and returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := &cli{stdout: stdout, stderr: stderr}
-	c.g = globals{url: envOr("QUBIQ_URL", defaultURL), apiKey: os.Getenv("QUBIQ_API_KEY"), timeout: defaultTimeout}
+	c.g = globals{url: envOr("QUBIQ_URL", defaultURL), apiKey: os.Getenv("QUBIQ_API_KEY"), timeout: defaultTimeout,
+		tlsPin: os.Getenv("QUBIQ_TLS_FINGERPRINT")}
 
 	fs := flag.NewFlagSet("qubiqctl", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -145,7 +152,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if c.g.timeout <= 0 {
 		return c.usage(usagef("--timeout must be positive"))
 	}
-	if c.c, err = client.New(c.g.url, c.g.apiKey, &http.Client{Timeout: c.g.timeout}); err != nil {
+	if c.c, err = client.New(c.g.url, c.g.apiKey, c.httpClient()); err != nil {
 		return c.usage(usagef("--url: %v", err))
 	}
 	return c.report(cmd.run(ctx, c, &o, pos))
@@ -227,6 +234,7 @@ func (c *cli) report(err error) int {
 		}
 	default:
 		fmt.Fprintf(c.stderr, "qubiqctl: %v\n", err)
+		tlsHint(c.stderr, err)
 		if errors.Is(err, syscall.ECONNREFUSED) {
 			fmt.Fprintf(c.stderr, "qubiqctl: is qubiqd running at %s? (--url or QUBIQ_URL)\n", c.g.url)
 		}
@@ -244,6 +252,9 @@ global flags (also accepted after COMMAND):
   --api-key KEY    API key (env QUBIQ_API_KEY)
   --json           print the API's JSON instead of a table
   --timeout D      timeout of each request (default 30s; scripts run: 10m30s)
+  --tls-fingerprint SHA256
+                   trust the daemon's self-signed certificate with this
+                   fingerprint (env QUBIQ_TLS_FINGERPRINT; see status or the log)
 
 commands:
 `)

@@ -1,0 +1,77 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+
+	"qubiq.dev/edge/api/apitypes"
+	"qubiq.dev/edge/auth"
+)
+
+// conflictOr turns ErrConflict into a 409 problem; other errors pass.
+func conflictOr(err error) error {
+	if errors.Is(err, ErrConflict) {
+		return errorf(http.StatusConflict, KindConflict, "%s", err.Error())
+	}
+	return err
+}
+
+func (s *Server) listUsers(w http.ResponseWriter, r *http.Request, _ auth.Grant) error {
+	us, err := s.deps.Users.ListUsers(r.Context())
+	if err != nil {
+		return err
+	}
+	for i := range us {
+		us[i].Permissions = nonNil(us[i].Permissions)
+	}
+	s.writeJSON(w, r, http.StatusOK, nonNil(us))
+	return nil
+}
+
+func (s *Server) addUser(w http.ResponseWriter, r *http.Request, g auth.Grant) error {
+	var req apitypes.UserRequest
+	if err := decodeBody(r, &req, decodeOpts{}); err != nil {
+		return err
+	}
+	if req.Name == "" || req.Realm == "" || req.Password == "" {
+		return errorf(http.StatusBadRequest, KindInvalid, `missing "name", "realm" or "password"`)
+	}
+	// Nothing a request sends widens a grant: a users_admin may not make a
+	// platform user with a permission it does not hold itself.
+	for _, p := range req.Permissions {
+		if !g.HasPermission(auth.Permission(p)) {
+			if _, err := auth.ParsePermission(p); err != nil {
+				return errorf(http.StatusBadRequest, KindInvalid, "permissions: %v", err)
+			}
+			return errorf(http.StatusForbidden, KindPermissionDenied, "cannot grant permission %q: the creating grant does not hold it", p)
+		}
+	}
+	if err := s.deps.Users.AddUser(r.Context(), g, req); err != nil {
+		return conflictOr(err)
+	}
+	w.WriteHeader(http.StatusCreated)
+	return nil
+}
+
+func (s *Server) setPassword(w http.ResponseWriter, r *http.Request, g auth.Grant) error {
+	var req apitypes.PasswordRequest
+	if err := decodeBody(r, &req, decodeOpts{}); err != nil {
+		return err
+	}
+	if req.Password == "" {
+		return errorf(http.StatusBadRequest, KindInvalid, `missing "password"`)
+	}
+	if err := s.deps.Users.SetPassword(r.Context(), g, r.PathValue("name"), req.Password); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) disableUser(w http.ResponseWriter, r *http.Request, g auth.Grant) error {
+	if err := s.deps.Users.DisableUser(r.Context(), g, r.PathValue("name")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
