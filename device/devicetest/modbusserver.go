@@ -9,19 +9,25 @@ import (
 	"time"
 )
 
-// ModbusServer is an in-process Modbus TCP server on 127.0.0.1 for driver
-// tests (STYLE.md §10): it serves holding and input registers, coils and
-// discrete inputs that a test sets, answers exception 2 for any address not
-// set, and lets a hook misbehave per request (delay, exceptions, raw hostile
-// frames, silence, closing the connection). Requests are served one at a
-// time per connection, in order. All methods are safe for concurrent use.
+// ModbusServer is an in-process Modbus server for driver tests (STYLE.md
+// §10): it serves holding and input registers, coils and discrete inputs
+// that a test sets, answers exception 2 for any address not set, and lets a
+// hook misbehave per request (delay, exceptions, raw hostile frames, an
+// answer cut in two with a pause, silence, closing the connection).
+// NewModbusServer listens for Modbus TCP (MBAP framing) on 127.0.0.1,
+// NewModbusRTUServer for RTU frames over TCP (a serial-to-Ethernet
+// gateway), and ServeRTU serves RTU frames on any stream (one end of a
+// pseudo-terminal pair, see PTYPair) as a serial slave would. Requests are
+// served one at a time per connection, in order. All methods are safe for
+// concurrent use.
 type ModbusServer struct {
 	t    testing.TB
 	addr string
+	rtu  bool // the listener speaks RTU framing
 
 	mu       sync.Mutex
 	ln       net.Listener
-	conns    map[net.Conn]struct{}
+	conns    map[io.Closer]struct{}
 	holding  map[uint16]uint16
 	input    map[uint16]uint16
 	coils    map[uint16]bool
@@ -34,11 +40,12 @@ type ModbusServer struct {
 // Request is one request the server received.
 type Request struct {
 	N        int    // 1 for the first request the server received, then 2, ...
-	TxID     uint16 // MBAP transaction id
-	Unit     byte
+	TxID     uint16 // MBAP transaction id (0 on RTU)
+	Unit     byte   // unit id (RTU: slave address)
 	Function byte
-	Data     []byte // PDU data after the function code
-	Raw      []byte // the whole ADU as received
+	Data     []byte    // PDU data after the function code (RTU: without the CRC)
+	Raw      []byte    // the whole ADU as received
+	At       time.Time // when the whole request had arrived
 }
 
 // Address returns the first 16-bit field of the PDU data (the start address
@@ -64,14 +71,49 @@ type Reply struct {
 	Raw       []byte        // write these bytes instead of an answer
 	NoReply   bool          // do not answer (the connection stays open)
 	Close     bool          // close the connection after acting
+	// SplitAfter > 0 writes the answer's first SplitAfter bytes, waits
+	// SplitPause, then writes the rest (cases/modbus.md C09: a slow slave
+	// cuts its exception frame after 4 bytes).
+	SplitAfter int
+	SplitPause time.Duration
 }
 
-// NewModbusServer starts a server on 127.0.0.1:0; t.Cleanup stops it.
+// NewModbusServer starts a Modbus TCP server on 127.0.0.1:0; t.Cleanup
+// stops it.
 func NewModbusServer(t testing.TB) *ModbusServer {
+	t.Helper()
+	return newServer(t, false)
+}
+
+// NewModbusRTUServer starts a server of RTU frames over TCP on 127.0.0.1:0,
+// as a serial-to-Ethernet gateway with its slaves behind it would answer;
+// t.Cleanup stops it. URL returns its rtu+tcp:// url.
+func NewModbusRTUServer(t testing.TB) *ModbusServer {
+	t.Helper()
+	return newServer(t, true)
+}
+
+// NewModbusTables returns a server with no listener, for ServeRTU only.
+func NewModbusTables(t testing.TB) *ModbusServer {
 	t.Helper()
 	s := &ModbusServer{
 		t:        t,
-		conns:    map[net.Conn]struct{}{},
+		conns:    map[io.Closer]struct{}{},
+		holding:  map[uint16]uint16{},
+		input:    map[uint16]uint16{},
+		coils:    map[uint16]bool{},
+		discrete: map[uint16]bool{},
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+func newServer(t testing.TB, rtu bool) *ModbusServer {
+	t.Helper()
+	s := &ModbusServer{
+		t:        t,
+		rtu:      rtu,
+		conns:    map[io.Closer]struct{}{},
 		holding:  map[uint16]uint16{},
 		input:    map[uint16]uint16{},
 		coils:    map[uint16]bool{},
@@ -90,8 +132,28 @@ func NewModbusServer(t testing.TB) *ModbusServer {
 // Addr returns "127.0.0.1:port".
 func (s *ModbusServer) Addr() string { return s.addr }
 
-// URL returns "tcp://127.0.0.1:port", the driver's url.
-func (s *ModbusServer) URL() string { return "tcp://" + s.addr }
+// URL returns the driver's url: "tcp://127.0.0.1:port", or
+// "rtu+tcp://127.0.0.1:port" for NewModbusRTUServer.
+func (s *ModbusServer) URL() string {
+	if s.rtu {
+		return "rtu+tcp://" + s.addr
+	}
+	return "tcp://" + s.addr
+}
+
+// ServeRTU serves RTU requests read from rw until it fails or Stop closes
+// it, as a serial slave answering every unit id would. A request whose CRC
+// is wrong is ignored, as on a real line.
+func (s *ModbusServer) ServeRTU(rw io.ReadWriteCloser) {
+	s.mu.Lock()
+	s.conns[rw] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		s.handle(rw, true)
+	}()
+}
 
 // SetHolding sets holding registers from addr on (making them exist).
 func (s *ModbusServer) SetHolding(addr uint16, vals ...uint16) { s.setRegs(s.holding, addr, vals) }
@@ -207,13 +269,13 @@ func (s *ModbusServer) serve(ln net.Listener) {
 			s.mu.Unlock()
 			go func() {
 				defer s.wg.Done()
-				s.handle(c)
+				s.handle(c, s.rtu)
 			}()
 		}
 	}()
 }
 
-func (s *ModbusServer) handle(c net.Conn) {
+func (s *ModbusServer) handle(c io.ReadWriteCloser, rtu bool) {
 	defer func() {
 		s.mu.Lock()
 		delete(s.conns, c)
@@ -221,22 +283,27 @@ func (s *ModbusServer) handle(c net.Conn) {
 		_ = c.Close()
 	}()
 	for {
-		var hdr [7]byte
-		if _, err := io.ReadFull(c, hdr[:]); err != nil {
+		var raw []byte
+		var err error
+		if rtu {
+			raw, err = readRTURequest(c)
+		} else {
+			raw, err = readTCPRequest(c)
+		}
+		if err != nil {
 			return
 		}
-		n := int(binary.BigEndian.Uint16(hdr[4:]))
-		if n < 2 || n > 254 {
-			return
-		}
-		raw := make([]byte, 6+n)
-		copy(raw, hdr[:])
-		if _, err := io.ReadFull(c, raw[7:]); err != nil {
-			return
+		if raw == nil {
+			continue // RTU frame with a bad CRC: ignored
 		}
 		s.mu.Lock()
-		req := Request{N: len(s.reqs) + 1, TxID: binary.BigEndian.Uint16(raw), Unit: raw[6],
-			Function: raw[7], Data: append([]byte(nil), raw[8:]...), Raw: raw}
+		req := Request{N: len(s.reqs) + 1, Raw: raw, At: time.Now()}
+		if rtu {
+			req.Unit, req.Function, req.Data = raw[0], raw[1], append([]byte(nil), raw[2:len(raw)-2]...)
+		} else {
+			req.TxID, req.Unit, req.Function = binary.BigEndian.Uint16(raw), raw[6], raw[7]
+			req.Data = append([]byte(nil), raw[8:]...)
+		}
 		s.reqs = append(s.reqs, req)
 		hook := s.hook
 		s.mu.Unlock()
@@ -250,22 +317,35 @@ func (s *ModbusServer) handle(c net.Conn) {
 		if rep.Delay > 0 {
 			time.Sleep(rep.Delay)
 		}
+		answer := func(fc byte, data []byte) []byte {
+			if rtu {
+				return RTUFrame(req.Unit, fc, data)
+			}
+			return frame(req, fc, data)
+		}
 		var out []byte
 		switch {
 		case rep.NoReply:
 		case rep.Raw != nil:
 			out = rep.Raw
 		case rep.Exception != 0:
-			out = frame(req, req.Function|0x80, []byte{rep.Exception})
+			out = answer(req.Function|0x80, []byte{rep.Exception})
 		default:
 			pdu, exc := s.serveRequest(req)
 			if exc != 0 {
-				out = frame(req, req.Function|0x80, []byte{exc})
+				out = answer(req.Function|0x80, []byte{exc})
 			} else {
-				out = frame(req, req.Function, pdu)
+				out = answer(req.Function, pdu)
 			}
 		}
 		if out != nil {
+			if n := rep.SplitAfter; n > 0 && n < len(out) {
+				if _, err := c.Write(out[:n]); err != nil {
+					return
+				}
+				time.Sleep(rep.SplitPause)
+				out = out[n:]
+			}
 			if _, err := c.Write(out); err != nil {
 				return
 			}
@@ -275,6 +355,89 @@ func (s *ModbusServer) handle(c net.Conn) {
 		}
 	}
 }
+
+func readTCPRequest(c io.Reader) ([]byte, error) {
+	var hdr [7]byte
+	if _, err := io.ReadFull(c, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := int(binary.BigEndian.Uint16(hdr[4:]))
+	if n < 2 || n > 254 {
+		return nil, io.ErrUnexpectedEOF
+	}
+	raw := make([]byte, 6+n)
+	copy(raw, hdr[:])
+	if _, err := io.ReadFull(c, raw[7:]); err != nil {
+		return nil, err
+	}
+	return raw, nil
+}
+
+// readRTURequest reads one RTU request frame, its length known from the
+// function code (Modbus Application Protocol §6); nil for a frame whose
+// CRC is wrong.
+func readRTURequest(c io.Reader) ([]byte, error) {
+	raw := make([]byte, 2, 256)
+	if _, err := io.ReadFull(c, raw); err != nil {
+		return nil, err
+	}
+	var rest int
+	switch raw[1] {
+	case 1, 2, 3, 4, 5, 6:
+		rest = 4 + 2
+	case 15, 16:
+		hdr := make([]byte, 5)
+		if _, err := io.ReadFull(c, hdr); err != nil {
+			return nil, err
+		}
+		raw = append(raw, hdr...)
+		rest = int(hdr[4]) + 2
+	default:
+		return nil, io.ErrUnexpectedEOF // cannot frame it: give up the line
+	}
+	tail := make([]byte, rest)
+	if _, err := io.ReadFull(c, tail); err != nil {
+		return nil, err
+	}
+	raw = append(raw, tail...)
+	if CRC16(raw[:len(raw)-2]) != binary.LittleEndian.Uint16(raw[len(raw)-2:]) {
+		return nil, nil
+	}
+	return raw, nil
+}
+
+// RTUFrame builds a Modbus RTU ADU: slave address, function code, data and
+// the CRC-16/MODBUS low byte first (Modbus over Serial Line V1.02 §2.5.1).
+// Hooks use it to build hostile answers.
+func RTUFrame(unit, fc byte, data []byte) []byte {
+	b := append([]byte{unit, fc}, data...)
+	return binary.LittleEndian.AppendUint16(b, CRC16(b))
+}
+
+// CRC16 is the CRC-16/MODBUS of b (polynomial 0x8005 reflected, initial
+// 0xFFFF), computed from a table, independently of the driver's own.
+func CRC16(b []byte) uint16 {
+	crc := uint16(0xFFFF)
+	for _, x := range b {
+		crc = crc>>8 ^ crcTable[byte(crc)^x]
+	}
+	return crc
+}
+
+var crcTable = func() (t [256]uint16) {
+	for i := range t {
+		c := uint16(i)
+		for range 8 {
+			if c&1 != 0 {
+				c = c>>1 ^ 0xA001
+			} else {
+				c >>= 1
+			}
+		}
+		t[i] = c
+	}
+	return t
+}()
 
 // Frame builds a response ADU to req with function code fc and PDU data.
 func frame(req Request, fc byte, data []byte) []byte {

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"path"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"qubiq.dev/edge/device"
@@ -30,9 +33,35 @@ const (
 // (DESIGN.md, Project file), decoded strictly from JSON with snake_case keys.
 // Start from DefaultConfig: keys absent from the JSON keep their default.
 type Config struct {
-	// URL is "tcp://host:port" (port 502 when omitted). Required.
+	// URL names the transport and the device (required):
+	//
+	//   - "tcp://host:port": Modbus TCP (MBAP framing; port 502 when
+	//     omitted);
+	//   - "rtu:///dev/ttyUSB0": Modbus RTU on a serial port (the path after
+	//     rtu://), with Baud, Parity, DataBits and StopBits;
+	//   - "rtu+tcp://host:port": RTU frames over a TCP socket, as
+	//     serial-to-Ethernet gateways carry them (port 502 when omitted).
+	//
+	// Devices whose url names the same serial port or the same rtu+tcp
+	// endpoint share one bus: one request in flight on it at a time, in
+	// the order they come (Modbus over Serial Line V1.02 §2.1: one master,
+	// one transaction at a time).
 	URL string `json:"url"`
+	// Baud is the serial line's bit rate (default 9600). Baud, Parity,
+	// DataBits and StopBits apply to rtu:// only and are checked only there.
+	Baud int `json:"baud"`
+	// Parity is "N", "E" or "O" (rtu:// only; default "E", the parity
+	// Modbus over Serial Line V1.02 §2.5.1 requires by default; "N" should
+	// go with 2 stop bits there, though many devices use 8N1).
+	Parity string `json:"parity"`
+	// DataBits is 8: RTU characters carry 8 data bits (Modbus over Serial
+	// Line V1.02 §2.5.1).
+	DataBits int `json:"data_bits"`
+	// StopBits is 1 or 2 (rtu:// only; default 1).
+	StopBits int `json:"stop_bits"`
 	// UnitID is the unit identifier (0..255) of points without their own.
+	// On RTU it is the slave address, 1..247: 0 is the broadcast address,
+	// which no slave answers (Modbus over Serial Line V1.02 §2.2).
 	UnitID int `json:"unit_id"`
 	// Timeout bounds a connect, and each request from send to answer. A
 	// request past it is Bad_Timeout and its connection is closed.
@@ -63,8 +92,22 @@ type BreakerConfig struct {
 	Backoff  device.Duration `json:"backoff"`
 }
 
+// Serial line defaults (Modbus over Serial Line V1.02 §2.5.1: 9600 and 19200
+// baud are required, 19200 the default of that spec; 9600 is what field
+// devices ship with most and what DESIGN.md's project file assumes).
+const (
+	DefaultBaud     = 9600
+	DefaultParity   = "E"
+	DefaultDataBits = 8
+	DefaultStopBits = 1
+)
+
 // DefaultConfig holds the defaults of every key but url.
 var DefaultConfig = Config{
+	Baud:                   DefaultBaud,
+	Parity:                 DefaultParity,
+	DataBits:               DefaultDataBits,
+	StopBits:               DefaultStopBits,
 	UnitID:                 1,
 	Timeout:                device.Duration(time.Second),
 	WriteMode:              WriteMultiple,
@@ -90,11 +133,28 @@ func (c Config) Validate() error {
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("modbus config: %s: "+format, append([]any{key}, args...)...))
 	}
-	if _, err := c.dialAddress(); err != nil {
+	ep, err := c.endpoint()
+	if err != nil {
 		bad("url", "%v", err)
 	}
 	if c.UnitID < 0 || c.UnitID > 255 {
 		bad("unit_id", "%d out of range 0..255", c.UnitID)
+	} else if err == nil && ep.kind != kindTCP && (c.UnitID < 1 || c.UnitID > 247) {
+		bad("unit_id", "%d out of range 1..247 on a serial line (0 is the broadcast address, which no slave answers)", c.UnitID)
+	}
+	if err == nil && ep.kind == kindRTU {
+		if !serialBauds[c.Baud] {
+			bad("baud", "%d is not a rate the serial port supports (%s)", c.Baud, bauds())
+		}
+		if c.Parity != "N" && c.Parity != "E" && c.Parity != "O" {
+			bad("parity", "%q: want \"N\", \"E\" or \"O\"", c.Parity)
+		}
+		if c.DataBits != 8 {
+			bad("data_bits", "%d: RTU needs 8 data bits (Modbus over Serial Line §2.5.1)", c.DataBits)
+		}
+		if c.StopBits != 1 && c.StopBits != 2 {
+			bad("stop_bits", "%d: want 1 or 2", c.StopBits)
+		}
 	}
 	if c.Timeout <= 0 {
 		bad("timeout", "must be > 0, got %s", time.Duration(c.Timeout))
@@ -120,30 +180,92 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// dialAddress returns "host:port" from the url.
-func (c Config) dialAddress() (string, error) {
+// kind is a transport (the url's scheme).
+type kind int
+
+const (
+	kindTCP        kind = iota // tcp://: Modbus TCP, MBAP framing
+	kindRTU                    // rtu://: RTU framing on a serial port
+	kindRTUOverTCP             // rtu+tcp://: RTU framing on a TCP socket
+)
+
+// endpoint is where the url points: the transport and its address (host:port,
+// or the serial port's path).
+type endpoint struct {
+	kind kind
+	addr string
+}
+
+// key names the bus: devices whose endpoints have the same key share it.
+func (e endpoint) key() string {
+	switch e.kind {
+	case kindRTU:
+		return "rtu://" + e.addr
+	case kindRTUOverTCP:
+		return "rtu+tcp://" + e.addr
+	}
+	return "tcp://" + e.addr
+}
+
+// endpoint parses the url (see Config.URL).
+func (c Config) endpoint() (endpoint, error) {
+	const forms = "tcp://host:port, rtu:///dev/ttyX or rtu+tcp://host:port"
 	if c.URL == "" {
-		return "", errors.New("required (tcp://host:port)")
+		return endpoint{}, fmt.Errorf("required (%s)", forms)
 	}
 	u, err := url.Parse(c.URL)
 	if err != nil {
-		return "", fmt.Errorf("%q: %w", c.URL, err)
+		return endpoint{}, fmt.Errorf("%q: %w", c.URL, err)
 	}
-	if u.Scheme != "tcp" {
-		return "", fmt.Errorf("%q: scheme must be tcp (tcp://host:port)", c.URL)
+	switch u.Scheme {
+	case "rtu":
+		if u.Host != "" || u.Opaque != "" || !path.IsAbs(u.Path) || u.RawQuery != "" || u.User != nil || u.Fragment != "" {
+			return endpoint{}, fmt.Errorf("%q: want rtu:// and the serial port's absolute path, as rtu:///dev/ttyUSB0", c.URL)
+		}
+		return endpoint{kind: kindRTU, addr: path.Clean(u.Path)}, nil
+	case "tcp", "rtu+tcp":
+	default:
+		return endpoint{}, fmt.Errorf("%q: scheme must be tcp, rtu or rtu+tcp (%s)", c.URL, forms)
 	}
 	if u.Hostname() == "" {
-		return "", fmt.Errorf("%q: no host", c.URL)
+		return endpoint{}, fmt.Errorf("%q: no host", c.URL)
 	}
 	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
-		return "", fmt.Errorf("%q: only tcp://host:port is allowed", c.URL)
+		return endpoint{}, fmt.Errorf("%q: only %s://host:port is allowed", c.URL, u.Scheme)
 	}
 	port := u.Port()
 	if port == "" {
 		port = "502"
 	}
 	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
-		return "", fmt.Errorf("%q: port %q out of range 1..65535", c.URL, port)
+		return endpoint{}, fmt.Errorf("%q: port %q out of range 1..65535", c.URL, port)
 	}
-	return net.JoinHostPort(u.Hostname(), port), nil
+	k := kindTCP
+	if u.Scheme == "rtu+tcp" {
+		k = kindRTUOverTCP
+	}
+	return endpoint{kind: k, addr: net.JoinHostPort(u.Hostname(), port)}, nil
+}
+
+// serialBauds are the rates github.com/goburrow/serial v0.1.0 sets on Linux.
+var serialBauds = map[int]bool{50: true, 75: true, 110: true, 134: true, 150: true, 200: true, 300: true,
+	600: true, 1200: true, 1800: true, 2400: true, 4800: true, 9600: true, 19200: true, 38400: true,
+	57600: true, 115200: true, 230400: true, 460800: true, 500000: true, 576000: true, 921600: true,
+	1000000: true, 1152000: true, 1500000: true, 2000000: true, 2500000: true, 3000000: true,
+	3500000: true, 4000000: true}
+
+func bauds() string {
+	var rates []int
+	for r := range serialBauds {
+		rates = append(rates, r)
+	}
+	sort.Ints(rates)
+	var b strings.Builder
+	for i, r := range rates {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Itoa(r))
+	}
+	return b.String()
 }

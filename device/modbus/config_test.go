@@ -34,7 +34,7 @@ func TestParseConfig_AllKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Config{URL: "tcp://plc:1502", UnitID: 0, Timeout: device.Duration(250 * time.Millisecond), WriteMode: WriteSingle,
+	want := Config{URL: "tcp://plc:1502", Baud: 9600, Parity: "E", DataBits: 8, StopBits: 1, UnitID: 0, Timeout: device.Duration(250 * time.Millisecond), WriteMode: WriteSingle,
 		MaxGap: 0, MaxRegistersPerRequest: 60, MinInterval: device.Duration(20 * time.Millisecond),
 		Breaker: BreakerConfig{Timeouts: 5, Backoff: device.Duration(2 * time.Second)}}
 	if c != want {
@@ -42,6 +42,49 @@ func TestParseConfig_AllKeys(t *testing.T) {
 	}
 	if err := c.Validate(); err != nil {
 		t.Errorf("Validate: %v", err)
+	}
+}
+
+func TestParseConfig_SerialKeys(t *testing.T) {
+	tests := []struct {
+		raw  string
+		want endpoint
+		line string
+		t35  time.Duration
+	}{
+		// Defaults: 9600 8E1 (Modbus over Serial Line §2.5.1), 11-bit characters, t3.5 = 3.5*11/9600 s.
+		{`{"url": "rtu:///dev/ttyUSB0"}`, endpoint{kindRTU, "/dev/ttyUSB0"}, "9600 8E1", 4010416 * time.Nanosecond},
+		{`{"url": "rtu:///dev/ttyS1", "baud": 19200, "parity": "N", "data_bits": 8, "stop_bits": 2}`,
+			endpoint{kindRTU, "/dev/ttyS1"}, "19200 8N2", 2005208 * time.Nanosecond},
+		{`{"url": "rtu:///dev/../dev/ttyS1", "baud": 115200, "parity": "O"}`, endpoint{kindRTU, "/dev/ttyS1"}, "115200 8O1", 1750 * time.Microsecond},
+		{`{"url": "rtu+tcp://gw.local:4001", "unit_id": 247}`, endpoint{kindRTUOverTCP, "gw.local:4001"}, "9600 8E1", 0},
+		{`{"url": "rtu+tcp://gw.local"}`, endpoint{kindRTUOverTCP, "gw.local:502"}, "9600 8E1", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.raw, func(t *testing.T) {
+			c, err := ParseConfig([]byte(tt.raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Validate(); err != nil {
+				t.Fatalf("Validate: %v", err)
+			}
+			ep, err := c.endpoint()
+			if err != nil || ep != tt.want {
+				t.Errorf("endpoint = %+v, %v; want %+v", ep, err, tt.want)
+			}
+			if got := lineString(c); got != tt.line {
+				t.Errorf("line = %s, want %s", got, tt.line)
+			}
+			b, err := acquireBus(ep, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.release()
+			if d := b.t35 - tt.t35; d < -time.Microsecond || d > time.Microsecond {
+				t.Errorf("t3.5 = %s, want %s", b.t35, tt.t35)
+			}
+		})
 	}
 }
 
@@ -64,10 +107,21 @@ func TestConfig_Validate_Errors(t *testing.T) {
 		want   string
 	}{
 		{"no url", func(c *Config) { c.URL = "" }, "url: required"},
-		{"bad scheme", func(c *Config) { c.URL = "udp://a:502" }, "scheme must be tcp"},
+		{"bad scheme", func(c *Config) { c.URL = "udp://a:502" }, "scheme must be tcp, rtu or rtu+tcp"},
 		{"no host", func(c *Config) { c.URL = "tcp://:502" }, "no host"},
 		{"bad port", func(c *Config) { c.URL = "tcp://a:70000" }, "port"},
 		{"path", func(c *Config) { c.URL = "tcp://a:502/x" }, "only tcp://host:port"},
+		{"rtu+tcp path", func(c *Config) { c.URL = "rtu+tcp://a:502/x" }, "only rtu+tcp://host:port"},
+		{"rtu with host", func(c *Config) { c.URL = "rtu://host/dev/ttyUSB0" }, "serial port's absolute path"},
+		{"rtu relative", func(c *Config) { c.URL = "rtu:dev/ttyUSB0" }, "serial port's absolute path"},
+		{"rtu no path", func(c *Config) { c.URL = "rtu://" }, "serial port's absolute path"},
+		{"rtu query", func(c *Config) { c.URL = "rtu:///dev/ttyUSB0?baud=9600" }, "serial port's absolute path"},
+		{"rtu broadcast unit", func(c *Config) { c.URL, c.UnitID = "rtu:///dev/ttyUSB0", 0 }, "unit_id: 0 out of range 1..247 on a serial line"},
+		{"rtu unit 248", func(c *Config) { c.URL, c.UnitID = "rtu+tcp://gw:4001", 248 }, "unit_id: 248 out of range 1..247"},
+		{"baud", func(c *Config) { c.URL, c.Baud = "rtu:///dev/ttyS0", 9601 }, "baud: 9601 is not a rate"},
+		{"parity", func(c *Config) { c.URL, c.Parity = "rtu:///dev/ttyS0", "even" }, `parity: "even": want "N", "E" or "O"`},
+		{"data bits", func(c *Config) { c.URL, c.DataBits = "rtu:///dev/ttyS0", 7 }, "data_bits: 7: RTU needs 8 data bits"},
+		{"stop bits", func(c *Config) { c.URL, c.StopBits = "rtu:///dev/ttyS0", 3 }, "stop_bits: 3: want 1 or 2"},
 		{"unit id", func(c *Config) { c.UnitID = 256 }, "unit_id: 256 out of range"},
 		{"timeout", func(c *Config) { c.Timeout = 0 }, "timeout: must be > 0"},
 		{"write mode", func(c *Config) { c.WriteMode = "both" }, `write_mode: "both"`},
@@ -91,8 +145,8 @@ func TestConfig_Validate_Errors(t *testing.T) {
 	}
 	c := DefaultConfig
 	c.URL = "tcp://a"
-	if addr, err := c.dialAddress(); err != nil || addr != "a:502" {
-		t.Errorf("dialAddress without port = %q, %v; want a:502", addr, err)
+	if ep, err := c.endpoint(); err != nil || ep.addr != "a:502" || ep.kind != kindTCP {
+		t.Errorf("endpoint without port = %+v, %v; want tcp a:502", ep, err)
 	}
 	c.Breaker = BreakerConfig{}
 	if err := c.Validate(); err != nil {

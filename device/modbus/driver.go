@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -19,8 +20,9 @@ func init() { device.Register("modbus", New) }
 
 // Interface guards.
 var (
-	_ device.Driver = (*Driver)(nil)
-	_ device.Stater = (*Driver)(nil)
+	_ device.Driver  = (*Driver)(nil)
+	_ device.Stater  = (*Driver)(nil)
+	_ device.Planner = (*Driver)(nil)
 )
 
 // Driver is a Modbus TCP device (see the package doc). Build it with New;
@@ -31,9 +33,11 @@ type Driver struct {
 	log  *slog.Logger
 	link *link
 
-	mu    sync.Mutex
-	units map[byte]*unitState
-	split map[reqKey]bool // merged requests that failed with exception 2
+	mu       sync.Mutex
+	units    map[byte]*unitState
+	split    map[reqKey]byte // merged requests refused with exception 2 or 3, and the code
+	splitGen uint64          // bumped at each new split: cached plans made before are stale
+	plans    planCache
 
 	rmw sync.Mutex // serialises register-bit read-modify-writes
 }
@@ -56,18 +60,20 @@ func New(cfg device.Config) (device.Driver, error) {
 }
 
 // NewDriver builds a Driver from a decoded Config; log may be nil (no logs).
+// A Driver on a serial port or RTU-over-TCP endpoint joins the bus other
+// Drivers with the same url share (Config.URL); Close leaves it.
 func NewDriver(name string, c Config, log *slog.Logger) *Driver {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	addr, _ := c.dialAddress() // a bad url is reported by Validate and Open
+	ep, _ := c.endpoint() // a bad url is reported by Validate and Open
 	return &Driver{
 		name:  name,
 		cfg:   c,
 		log:   log,
-		link:  newLink(addr, c, log),
+		link:  newLink(ep, c, log),
 		units: map[byte]*unitState{},
-		split: map[reqKey]bool{},
+		split: map[reqKey]byte{},
 	}
 }
 
@@ -80,8 +86,9 @@ func (d *Driver) Validate() error {
 }
 
 // CheckPoint parses p's address with its type and byte order and checks
-// that they go together (DESIGN.md, Tags and addresses); the error names the
-// address text.
+// that they go together (DESIGN.md, Tags and addresses), and that its unit
+// id override fits the transport (0..255; 1..247 on RTU, where 0 means the
+// device's unit id as everywhere); the error names the address text.
 func (d *Driver) CheckPoint(p device.Point) error {
 	_, err := d.spec(p)
 	return err
@@ -94,6 +101,9 @@ func (d *Driver) spec(p device.Point) (spec, error) {
 	}
 	if p.UnitID < 0 || p.UnitID > 255 {
 		return spec{}, fmt.Errorf("modbus address %q: unit id %d out of range 0..255", p.Address, p.UnitID)
+	}
+	if p.UnitID > 247 && d.link.bus.ep.kind != kindTCP {
+		return spec{}, fmt.Errorf("modbus address %q: unit id %d out of range 1..247 on a serial line (Modbus over Serial Line §2.2)", p.Address, p.UnitID)
 	}
 	s, err := newSpec(a, p.Type, p.ByteOrder)
 	if err != nil {
@@ -109,20 +119,26 @@ func (d *Driver) unitOf(p device.Point) byte {
 	return byte(d.cfg.UnitID)
 }
 
-// Open validates the config and dials once. A device that is away is not an
-// error: the driver keeps dialling with backoff and reports the outage as
-// Bad_NotConnected quality and in State.
+// Open validates the config and dials (opens the serial port) once. A
+// device that is away is not an error: the driver keeps dialling with
+// backoff and reports the outage as Bad_NotConnected quality and in State.
+// A serial port that another device already uses with other line settings
+// is an error (and every read is Bad_ConfigurationError).
 func (d *Driver) Open(ctx context.Context) error {
 	if err := d.Validate(); err != nil {
 		return fmt.Errorf("open: %w", err)
+	}
+	if d.link.busErr != nil {
+		return fmt.Errorf("device %q: open: %w", d.name, d.link.busErr)
 	}
 	d.link.open(ctx)
 	return nil
 }
 
-// Close closes the connection, aborting a request in flight. Later reads
-// give Bad_NotConnected ("driver closed"). Safe after a partial Open and
-// safe to call twice.
+// Close closes the connection, aborting a request in flight, or leaves the
+// shared bus (the last Driver on a serial port closes it). Later reads give
+// Bad_NotConnected ("driver closed"). Safe after a partial Open and safe to
+// call twice.
 func (d *Driver) Close(ctx context.Context) error {
 	if err := d.link.close(); err != nil {
 		return fmt.Errorf("device %q: close: %w", d.name, err)
@@ -137,28 +153,74 @@ func (d *Driver) State() (string, string) { return d.link.getState() }
 // Read reads points, merged into as few requests as plan allows, and
 // returns one VQT per point, in order. A point whose address does not parse
 // is Bad_ConfigurationError; a request that fails gives its points the
-// quality of the failure (see classify and exceptionError); a merged request
-// refused with exception 2 is split and retried, and the split remembered,
-// so that only the points the device really lacks are bad (cases/modbus.md
-// C07). A demoted unit's points are Bad_NotConnected without a request.
+// quality of the failure (see classify and exceptionError). A merged request
+// refused with exception 2 (illegal data address: a bridged gap the device
+// lacks) or 3 (illegal data value: typically more registers than the device
+// takes in one request) is split (splitRequest) and retried, and the split
+// remembered, so that only the points the device really refuses are bad
+// (cases/modbus.md C07). A demoted unit's points are Bad_NotConnected
+// without a request.
 func (d *Driver) Read(ctx context.Context, points []device.Point) []value.VQT {
 	out := make([]value.VQT, len(points))
-	items := make([]item, 0, len(points))
-	for i, p := range points {
-		s, err := d.spec(p)
-		if err != nil {
-			out[i] = value.Bad(value.BadConfigurationError, err.Error(), time.Now())
-			continue
-		}
-		items = append(items, item{idx: i, unit: d.unitOf(p), spec: s})
-	}
-	for _, r := range plan(items, d.cfg.MaxGap, d.cfg.MaxRegistersPerRequest, d.isSplit) {
+	for _, r := range d.plan(points, out) {
 		d.readRequest(ctx, r, out)
 	}
 	return out
 }
 
-func (d *Driver) isSplit(k reqKey) bool {
+// Plan implements device.Planner: the read requests that a Read of points
+// would send now, in the order it sends them, without sending anything.
+// Splits the device forced before (exception 2 or 3 on a merged read) are
+// included; points whose address does not parse send nothing and are left
+// out. Each request names its function code (1-4), unit id, first PDU
+// address, quantity (registers, or bits for FC1/FC2) and the tags it
+// serves, in address order.
+func (d *Driver) Plan(points []device.Point) []device.PlannedRequest {
+	rs := d.plan(points, nil)
+	out := make([]device.PlannedRequest, 0, len(rs))
+	for _, r := range rs {
+		pr := device.PlannedRequest{Function: int(r.fc), Unit: int(r.unit), Start: r.start, Count: r.qty,
+			Tags: make([]string, 0, len(r.items))}
+		for _, it := range r.items {
+			pr.Tags = append(pr.Tags, points[it.idx].Tag)
+		}
+		out = append(out, pr)
+	}
+	return out
+}
+
+// plan parses points and plans their requests, or takes the plan made
+// for the same points before (planCache); when out is not nil, a point
+// whose address does not parse gets Bad_ConfigurationError there.
+func (d *Driver) plan(points []device.Point, out []value.VQT) []request {
+	d.mu.Lock()
+	gen := d.splitGen
+	d.mu.Unlock()
+	p := d.plans.get(points, gen)
+	if p == nil {
+		p = &cachedPlan{points: slices.Clone(points), gen: gen}
+		items := make([]item, 0, len(points))
+		for i, pt := range points {
+			s, err := d.spec(pt)
+			if err != nil {
+				p.bad = append(p.bad, badPoint{idx: i, reason: err.Error()})
+				continue
+			}
+			items = append(items, item{idx: i, unit: d.unitOf(pt), spec: s})
+		}
+		p.reqs = plan(items, d.cfg.MaxGap, d.cfg.MaxRegistersPerRequest, d.splitOf)
+		d.plans.put(p)
+	}
+	if out != nil && len(p.bad) > 0 {
+		now := time.Now().UTC()
+		for _, b := range p.bad {
+			out[b.idx] = value.Bad(value.BadConfigurationError, b.reason, now)
+		}
+	}
+	return p.reqs
+}
+
+func (d *Driver) splitOf(k reqKey) byte {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.split[k]
@@ -183,12 +245,13 @@ func (d *Driver) readRequest(ctx context.Context, r request, out []value.VQT) {
 	})
 	d.note(r.unit, rerr)
 	if rerr != nil {
-		if rerr.exception == 2 && len(r.items) > 1 {
+		if (rerr.exception == 2 || rerr.exception == 3) && len(r.items) > 1 {
 			d.log.Info("modbus: merged read refused; splitting it and remembering the split",
-				slog.Int("unit", int(r.unit)), slog.Int("start", r.start), slog.Int("quantity", r.qty),
-				slog.String("reason", rerr.reason))
+				slog.Int("unit", int(r.unit)), slog.Int("function", int(r.fc)), slog.Int("start", r.start),
+				slog.Int("quantity", r.qty), slog.Int("exception", int(rerr.exception)), slog.String("reason", rerr.reason))
 			d.mu.Lock()
-			d.split[r.key()] = true
+			d.split[r.key()] = rerr.exception
+			d.splitGen++
 			d.mu.Unlock()
 			for _, s := range splitRequest(r) {
 				d.readRequest(ctx, s, out)

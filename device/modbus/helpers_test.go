@@ -38,7 +38,7 @@ func newClosedTestDriver(t *testing.T, c Config) *Driver {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	d := NewDriver("plc1", c, log)
-	d.link.backoffMin, d.link.backoffMax = 10*time.Millisecond, 40*time.Millisecond
+	d.link.bus.backoffMin, d.link.bus.backoffMax = 10*time.Millisecond, 40*time.Millisecond
 	t.Cleanup(func() {
 		if err := d.Close(context.Background()); err != nil {
 			t.Errorf("Close: %v", err)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -24,65 +25,76 @@ const (
 	backoffCap   = 30 * time.Second
 )
 
-// link is the one Modbus TCP connection of a Driver, with one request in
-// flight at a time.
+// link is how one Driver reaches its devices: its bus (a TCP connection of
+// its own, or a serial port or RTU-over-TCP socket it shares with the other
+// Drivers on that bus), one request in flight on the bus at a time, its
+// timeout and min_interval, and its connection state for health.
 //
 // It uses goburrow/modbus v0.1.0 for PDU encoding and response parsing (its
-// Client over the TCPClientHandler's packager) but not for the socket:
-// goburrow's TCP transport keeps the connection open after a read timeout
-// and after a transaction-id mismatch, so a response that arrives after the
-// timeout stays in the socket and every later request reads the answer to
-// the one before ("response transaction id 'N' does not match request
-// 'N+1'", forever; goburrow/modbus#64, cases/modbus.md C08), and its
-// idle-close timer never fires while polls keep coming. link instead:
+// Client over the packager of its TCPClientHandler or RTUClientHandler) but
+// not for the socket or the serial port:
 //
-//   - closes the connection after any error but a Modbus exception (a
-//     timeout, a frame that fails checkResponse, a short frame, EOF) and
-//     dials again on the next request, so a late answer can never be read
-//     as the answer to a later request;
-//   - bounds each request by the configured timeout and by ctx (a cancelled
-//     ctx aborts the socket I/O at once);
-//   - dials with capped exponential backoff and jitter; while it backs off,
-//     requests fail at once with Bad_NotConnected instead of waiting;
-//   - keeps min_interval between the starts of two requests.
+//   - goburrow's TCP transport keeps the connection open after a read
+//     timeout and after a transaction-id mismatch, so a response that
+//     arrives after the timeout stays in the socket and every later request
+//     reads the answer to the one before ("response transaction id 'N' does
+//     not match request 'N+1'", forever; goburrow/modbus#64, cases/modbus.md
+//     C08), and its idle-close timer never fires while polls keep coming.
+//     On Modbus TCP, link closes the connection after any error but a Modbus
+//     exception (a timeout, a frame that fails checkResponse, a short frame,
+//     EOF) and dials again on the next request, so a late answer can never
+//     be read as the answer to a later request.
+//   - goburrow's RTU transport tests the exception bit with `& 0x80` where
+//     it means `| 0x80`, and reads whatever has arrived after a fixed sleep
+//     (goburrow/modbus#81, cases/modbus.md C09; see readRTUFrame). On RTU,
+//     link flushes the input and waits out the inter-frame silence (t3.5)
+//     before each request, reads each answer by its length
+//     (readRTUFrame), and keeps the port open after a timeout or a bad
+//     frame (the next flush drops whatever is left); it reopens the port
+//     or socket only after an I/O error.
+//
+// On every transport link bounds each request by the configured timeout and
+// by ctx (a cancelled ctx aborts the I/O at once); dials or opens the port
+// with capped exponential backoff and jitter, and while it backs off,
+// requests fail at once with Bad_NotConnected instead of waiting; and keeps
+// min_interval between the starts of two of its requests.
 type link struct {
-	addr        string
+	bus         *bus
+	busErr      error // the shared bus is open with other serial settings
 	timeout     time.Duration
 	minInterval time.Duration
-	backoffMin  time.Duration
-	backoffMax  time.Duration
 	log         *slog.Logger
 
-	sem chan struct{} // one request in flight; the holder owns the fields below
-
-	pk        *modbus.TCPClientHandler // used as packager only: MBAP header, transaction ids
+	// Owned by the holder of bus.sem.
+	setUnit   func(byte)
 	client    modbus.Client
 	tr        transport
 	lastStart time.Time
-	failures  int       // consecutive failed dials
-	retryAt   time.Time // no dial before this
-	dialErr   error     // the last failed dial
 
-	mu     sync.Mutex // guards nc, closed, state, reason
-	nc     net.Conn
+	mu     sync.Mutex // guards closed, state, reason
 	closed bool
 	state  string
 	reason string
 }
 
-func newLink(addr string, c Config, log *slog.Logger) *link {
+func newLink(ep endpoint, c Config, log *slog.Logger) *link {
 	l := &link{
-		addr:        addr,
 		timeout:     time.Duration(c.Timeout),
 		minInterval: time.Duration(c.MinInterval),
-		backoffMin:  backoffStart,
-		backoffMax:  backoffCap,
 		log:         log,
-		sem:         make(chan struct{}, 1),
-		pk:          modbus.NewTCPClientHandler(addr),
 		state:       "connecting",
 	}
-	l.client = modbus.NewClient2(l.pk, &l.tr)
+	l.bus, l.busErr = acquireBus(ep, c)
+	if ep.kind == kindTCP {
+		pk := modbus.NewTCPClientHandler(ep.addr) // packager only: MBAP header, transaction ids
+		l.setUnit = func(u byte) { pk.SlaveId = u }
+		l.client = modbus.NewClient2(pk, &l.tr)
+	} else {
+		pk := modbus.NewRTUClientHandler(ep.addr) // packager only: address, CRC
+		l.setUnit = func(u byte) { pk.SlaveId = u }
+		l.client = modbus.NewClient2(pk, &l.tr)
+		l.tr.rtu = true
+	}
 	return l
 }
 
@@ -91,11 +103,13 @@ func newLink(addr string, c Config, log *slog.Logger) *link {
 // link set. sent reports whether any byte of the request went out (a write
 // that failed after that may have been applied).
 type transport struct {
-	conn net.Conn
+	conn conn
+	rtu  bool // RTU framing (readRTUFrame), else MBAP (readFrame, checkResponse)
 	sent bool
 }
 
-// Send writes adu and reads one response frame, verified by checkResponse.
+// Send writes adu and reads one response frame, verified by checkResponse
+// (Modbus TCP) or readRTUFrame (RTU).
 func (t *transport) Send(adu []byte) ([]byte, error) {
 	t.sent = false
 	n, err := t.conn.Write(adu)
@@ -104,6 +118,9 @@ func (t *transport) Send(adu []byte) ([]byte, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if t.rtu {
+		return readRTUFrame(t.conn, adu)
 	}
 	resp, err := readFrame(t.conn)
 	if err != nil {
@@ -138,15 +155,13 @@ var errClosed = errors.New("driver closed")
 // Hard-won rules).
 func (l *link) do(ctx context.Context, unit byte, idempotent bool, fn func(modbus.Client) ([]byte, error)) ([]byte, *reqError) {
 	select {
-	case l.sem <- struct{}{}:
+	case l.bus.sem <- struct{}{}:
 	case <-ctx.Done():
 		return nil, ctxError(ctx, false)
 	}
-	defer func() { <-l.sem }()
+	defer func() { <-l.bus.sem }()
 	for attempt := 0; ; attempt++ {
-		l.mu.Lock()
-		reused := l.nc != nil
-		l.mu.Unlock()
+		reused := l.bus.current() != nil
 		res, rerr := l.once(ctx, unit, fn)
 		if rerr == nil || !idempotent || attempt > 0 || !reused || !errors.Is(rerr, errPeerClosed) {
 			return res, rerr
@@ -155,7 +170,7 @@ func (l *link) do(ctx context.Context, unit byte, idempotent bool, fn func(modbu
 	}
 }
 
-// once runs one request. The caller holds sem.
+// once runs one request. The caller holds bus.sem.
 func (l *link) once(ctx context.Context, unit byte, fn func(modbus.Client) ([]byte, error)) ([]byte, *reqError) {
 	if err := l.waitInterval(ctx); err != nil {
 		return nil, err
@@ -163,38 +178,67 @@ func (l *link) once(ctx context.Context, unit byte, fn func(modbus.Client) ([]by
 	if ctx.Err() != nil {
 		return nil, ctxError(ctx, false) // nothing sent
 	}
-	nc, rerr := l.connect(ctx)
+	if l.isClosed() {
+		return nil, &reqError{q: value.BadNotConnected, reason: "driver closed", err: errClosed}
+	}
+	if l.busErr != nil {
+		return nil, &reqError{q: value.BadConfigurationError, reason: l.busErr.Error(), err: l.busErr}
+	}
+	nc, rerr := l.bus.connect(ctx, l.timeout, l.log)
 	if rerr != nil {
+		if rerr.q == value.BadNotConnected && !errors.Is(rerr, errClosed) {
+			l.setState("connecting", rerr.reason)
+		}
 		return nil, rerr
 	}
 	dl := time.Now().Add(l.timeout)
 	if cdl, ok := ctx.Deadline(); ok && cdl.Before(dl) {
 		dl = cdl
 	}
+	if l.tr.rtu {
+		if rerr := l.bus.settle(ctx, nc, dl, l.log); rerr != nil {
+			return nil, rerr
+		}
+	}
 	if err := nc.SetDeadline(dl); err != nil {
-		l.drop(nc, err)
+		l.bus.drop(nc, err, l.log)
 		return nil, classify(ctx, err, false)
 	}
+	aborted := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
-		_ = nc.SetDeadline(time.Unix(1, 0)) // abort the I/O; the request fails and nc is dropped
+		defer close(aborted)
+		_ = nc.SetDeadline(time.Unix(1, 0)) // abort the I/O; the request fails
 	})
-	l.pk.SlaveId = unit
-	l.tr = transport{conn: nc}
+	l.setUnit(unit)
+	l.tr.conn, l.tr.sent = nc, false
 	l.lastStart = time.Now()
 	res, err := fn(l.client)
-	stop()
+	if !stop() {
+		<-aborted // the abort must not land on a later request's deadline
+	}
 	sent := l.tr.sent
-	l.tr = transport{}
+	l.tr.conn = nil
+	if l.tr.rtu {
+		l.bus.quietAt = time.Now().Add(l.bus.t35)
+	}
 	if err == nil {
 		l.setState("connected", "")
 		return res, nil
 	}
 	var me *modbus.ModbusError
 	if errors.As(err, &me) {
+		l.setState("connected", "")
 		return nil, exceptionError(me.FunctionCode, me.ExceptionCode)
 	}
-	l.drop(nc, err)
-	return nil, classify(ctx, err, sent)
+	rerr = classify(ctx, err, sent)
+	if !l.tr.rtu || (!rerr.timeout && !errors.Is(err, errBadFrame) && ctx.Err() == nil) {
+		// Modbus TCP: any failure may leave a late answer in the socket.
+		// RTU: only an I/O error means the port or socket is gone; a
+		// timeout or a bad frame leaves it usable, and settle flushes
+		// what is left before the next request.
+		l.bus.drop(nc, err, l.log)
+	}
+	return nil, rerr
 }
 
 // waitInterval sleeps until min_interval has passed since the last request
@@ -203,107 +247,70 @@ func (l *link) waitInterval(ctx context.Context) *reqError {
 	if l.minInterval <= 0 || l.lastStart.IsZero() {
 		return nil
 	}
-	wait := time.Until(l.lastStart.Add(l.minInterval))
-	if wait <= 0 {
+	if err := sleepCtx(ctx, time.Until(l.lastStart.Add(l.minInterval))); err != nil {
+		return ctxError(ctx, false)
+	}
+	return nil
+}
+
+// sleepCtx waits for d or until ctx ends (ctx.Err()).
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
 		return nil
 	}
-	t := time.NewTimer(wait)
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
-		return ctxError(ctx, false)
+		return ctx.Err()
 	}
 }
 
-// connect returns the open connection or dials one. While a failed dial's
-// backoff runs it fails at once with Bad_NotConnected.
-func (l *link) connect(ctx context.Context) (net.Conn, *reqError) {
+func (l *link) isClosed() bool {
 	l.mu.Lock()
-	nc, closed := l.nc, l.closed
-	l.mu.Unlock()
-	if closed {
-		return nil, &reqError{q: value.BadNotConnected, reason: "driver closed", err: errClosed}
-	}
-	if nc != nil {
-		return nc, nil
-	}
-	if now := time.Now(); now.Before(l.retryAt) {
-		return nil, &reqError{q: value.BadNotConnected, err: l.dialErr,
-			reason: fmt.Sprintf("not connected: %v (next attempt in %s)", l.dialErr, l.retryAt.Sub(now).Round(time.Millisecond))}
-	}
-	d := net.Dialer{Timeout: l.timeout}
-	c, err := d.DialContext(ctx, "tcp", l.addr)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctxError(ctx, false)
-		}
-		l.failures++
-		l.dialErr = err
-		l.retryAt = time.Now().Add(backoff(l.failures, l.backoffMin, l.backoffMax))
-		if l.failures == 1 {
-			l.log.Warn("modbus: connect failed; retrying with backoff", slog.String("addr", l.addr), slog.Any("err", err))
-		}
-		l.setState("connecting", err.Error())
-		return nil, &reqError{q: value.BadNotConnected, reason: "not connected: " + err.Error(), err: err}
-	}
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		_ = c.Close() // raced with Close: nothing was sent on c
-		return nil, &reqError{q: value.BadNotConnected, reason: "driver closed", err: errClosed}
-	}
-	l.nc = c
-	l.mu.Unlock()
-	if l.failures > 0 {
-		l.log.Info("modbus: connected", slog.String("addr", l.addr), slog.Int("failed_attempts", l.failures))
-	}
-	l.failures = 0
-	l.setState("connected", "")
-	return c, nil
+	defer l.mu.Unlock()
+	return l.closed
 }
 
-// drop closes nc after a failed request so that nothing left in its socket
-// (a late answer) is read as the answer to a later request.
-func (l *link) drop(nc net.Conn, cause error) {
-	l.mu.Lock()
-	if l.nc == nc {
-		l.nc = nil
-	}
-	l.mu.Unlock()
-	if err := nc.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
-		l.log.Debug("modbus: close after failed request", slog.Any("err", err))
-	}
-	l.log.Debug("modbus: connection dropped after failed request", slog.Any("cause", cause))
-}
-
-// open dials once, for Driver.Open. A failure is not an error: the link
-// keeps trying on later requests.
+// open dials (or opens the port) once, for Driver.Open. A failure is not
+// an error: the link keeps trying on later requests.
 func (l *link) open(ctx context.Context) {
 	select {
-	case l.sem <- struct{}{}:
+	case l.bus.sem <- struct{}{}:
 	case <-ctx.Done():
 		return
 	}
-	defer func() { <-l.sem }()
-	_, _ = l.connect(ctx) // the outcome shows in State and in the next Read's quality
+	defer func() { <-l.bus.sem }()
+	if l.isClosed() {
+		return
+	}
+	if l.busErr != nil {
+		l.setState("connecting", l.busErr.Error())
+		return
+	}
+	if _, rerr := l.bus.connect(ctx, l.timeout, l.log); rerr != nil {
+		l.setState("connecting", rerr.reason)
+		return
+	}
+	l.setState("connected", "")
 }
 
-// close closes the connection (aborting a request in flight) and makes every
-// later request fail with Bad_NotConnected. It is safe to call twice.
+// close marks the link closed (every later request fails with
+// Bad_NotConnected) and releases the bus: the last user of a bus closes
+// its connection or port, aborting a request in flight. It is safe to call
+// twice.
 func (l *link) close() error {
 	l.mu.Lock()
-	nc := l.nc
-	l.nc, l.closed = nil, true
+	was := l.closed
+	l.closed = true
 	l.state, l.reason = "disconnected", "closed"
 	l.mu.Unlock()
-	if nc != nil {
-		if err := nc.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
-			return err
-		}
+	if was {
+		return nil
 	}
-	return nil
+	return l.bus.release()
 }
 
 func (l *link) setState(state, reason string) {
@@ -358,7 +365,7 @@ func classify(ctx context.Context, err error, sent bool) *reqError {
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		r.reason = "short frame: connection closed mid-frame"
 	case errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
-		errors.Is(err, syscall.ECONNABORTED), errors.Is(err, net.ErrClosed):
+		errors.Is(err, syscall.ECONNABORTED), errors.Is(err, net.ErrClosed), errors.Is(err, os.ErrClosed):
 		r.q, r.reason = value.BadNotConnected, errPeerClosed.Error()
 		r.err = fmt.Errorf("%w: %w", errPeerClosed, err)
 	}

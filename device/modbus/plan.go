@@ -23,7 +23,8 @@ type request struct {
 	items []item
 }
 
-// reqKey identifies a request for the split memory.
+// reqKey identifies a request for the split memory: a request the device
+// refused with exception 2 or 3 maps to that exception code.
 type reqKey struct {
 	unit, fc byte
 	start    uint16
@@ -39,9 +40,10 @@ func (r request) end() int { return r.start + r.qty }
 // registers (or bits) and the request stays within maxRegs registers (2000
 // bits for coils and discrete inputs; Modbus Application Protocol §6.1-6.4).
 // A single point larger than maxRegs gets a request of its own size. A merged
-// request that split reports (one that failed with exception 2 before) is
-// replaced by its parts (cases/modbus.md C07).
-func plan(items []item, maxGap, maxRegs int, split func(reqKey) bool) []request {
+// request for which split reports an exception code (the device refused it
+// before with exception 2 or 3) is replaced by its parts, as splitRequest
+// cuts them (cases/modbus.md C07).
+func plan(items []item, maxGap, maxRegs int, split func(reqKey) byte) []request {
 	sorted := make([]item, len(items))
 	copy(sorted, items)
 	sort.SliceStable(sorted, func(i, j int) bool {
@@ -89,8 +91,11 @@ func plan(items []item, maxGap, maxRegs int, split func(reqKey) bool) []request 
 	return expanded
 }
 
-func expand(r request, split func(reqKey) bool) []request {
-	if len(r.items) < 2 || !split(r.key()) {
+func expand(r request, split func(reqKey) byte) []request {
+	if len(r.items) < 2 {
+		return []request{r}
+	}
+	if split(r.key()) == 0 {
 		return []request{r}
 	}
 	var out []request
@@ -100,26 +105,49 @@ func expand(r request, split func(reqKey) bool) []request {
 	return out
 }
 
-// splitRequest breaks r into the runs of items that touch or overlap (no
-// gap bridged); a request that is already one run is broken into its items,
-// so that repeated splitting isolates the one point the device refuses.
+// splitRequest breaks r, which the device refused with exception 2
+// (illegal data address: a bridged gap the device lacks) or 3 (illegal
+// data value: typically more registers than the device takes in one
+// request), into two halves of about equal span, cut at the item boundary
+// that makes the larger part's span smallest. Repeated halving isolates a
+// hole in a few steps and keeps every part that the device accepts merged,
+// and converges on a device's per-request limit, instead of falling back to
+// one request per point (cases/modbus.md C07). A request of one item
+// cannot be split.
 func splitRequest(r request) []request {
-	var runs []request
-	for _, it := range r.items { // items are in address order
-		if n := len(runs); n > 0 && it.start() <= runs[n-1].end() {
-			last := &runs[n-1]
-			last.qty = max(it.end(), last.end()) - last.start
-			last.items = append(last.items, it)
-			continue
+	n := len(r.items)
+	if n < 2 {
+		return []request{r}
+	}
+	// prefEnd[i] is the end of items[:i+1], sufEnd[i] the end of items[i:].
+	prefEnd := make([]int, n)
+	for i, it := range r.items {
+		prefEnd[i] = it.end()
+		if i > 0 {
+			prefEnd[i] = max(prefEnd[i], prefEnd[i-1])
 		}
-		runs = append(runs, request{unit: r.unit, fc: r.fc, start: it.start(), qty: it.end() - it.start(), items: []item{it}})
 	}
-	if len(runs) > 1 {
-		return runs
+	sufEnd := make([]int, n)
+	for i := n - 1; i >= 0; i-- {
+		sufEnd[i] = r.items[i].end()
+		if i < n-1 {
+			sufEnd[i] = max(sufEnd[i], sufEnd[i+1])
+		}
 	}
-	out := make([]request, 0, len(r.items))
-	for _, it := range r.items {
-		out = append(out, request{unit: r.unit, fc: r.fc, start: it.start(), qty: it.end() - it.start(), items: []item{it}})
+	best, bestSpan := 1, -1
+	for k := 1; k < n; k++ {
+		span := max(prefEnd[k-1]-r.items[0].start(), sufEnd[k]-r.items[k].start())
+		if bestSpan < 0 || span < bestSpan {
+			best, bestSpan = k, span
+		}
 	}
-	return out
+	part := func(its []item) request {
+		end := its[0].end()
+		for _, it := range its {
+			end = max(end, it.end())
+		}
+		return request{unit: r.unit, fc: r.fc, start: its[0].start(), qty: end - its[0].start(),
+			items: append([]item(nil), its...)}
+	}
+	return []request{part(r.items[:best]), part(r.items[best:])}
 }

@@ -2,6 +2,7 @@ package modbus
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"qubiq.dev/edge/value"
@@ -86,17 +87,64 @@ func TestPlan_RemembersSplit(t *testing.T) {
 	if got := describe(merged); fmt.Sprint(got) != "[u1 fc3 11174+4 [0 1 2]]" {
 		t.Fatalf("plan = %v", got)
 	}
-	split := map[reqKey]bool{merged[0].key(): true}
-	got := describe(plan(items, 16, 125, func(k reqKey) bool { return split[k] }))
+	split := map[reqKey]byte{merged[0].key(): 2}
+	got := describe(plan(items, 16, 125, func(k reqKey) byte { return split[k] }))
 	want := []string{"u1 fc3 11174+1 [0]", "u1 fc3 11176+2 [1 2]"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("plan after split = %v, want %v", got, want)
 	}
 	// A run that fails too is split into its points.
-	split[reqKey{1, 3, 11176, 2}] = true
-	got = describe(plan(items, 16, 125, func(k reqKey) bool { return split[k] }))
+	split[reqKey{1, 3, 11176, 2}] = 2
+	got = describe(plan(items, 16, 125, func(k reqKey) byte { return split[k] }))
 	want = []string{"u1 fc3 11174+1 [0]", "u1 fc3 11176+1 [1]", "u1 fc3 11177+1 [2]"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("plan after second split = %v, want %v", got, want)
+	}
+}
+
+func TestPlan_SplitHalvesOnException3(t *testing.T) {
+	var pts []string
+	for i := range 100 {
+		pts = append(pts, fmt.Sprintf("HR%d int16 1", i))
+	}
+	items := planItems(t, pts...)
+	split := map[reqKey]byte{{1, 3, 0, 100}: 3, {1, 3, 0, 50}: 3}
+	got := describe(plan(items, 16, 125, func(k reqKey) byte { return split[k] }))
+	var starts []string
+	for _, g := range got {
+		starts = append(starts, g[:len("u1 fc3 ")]+g[len("u1 fc3 "):strings.Index(g, " [")])
+	}
+	want := []string{"u1 fc3 0+25", "u1 fc3 25+25", "u1 fc3 50+50"}
+	if fmt.Sprint(starts) != fmt.Sprint(want) {
+		t.Errorf("plan after exception 3 = %v, want %v (halves, not one request per point)", starts, want)
+	}
+}
+
+func TestSplitRequest_Halves(t *testing.T) {
+	tests := []struct {
+		name   string
+		points []string
+		want   []string
+	}{
+		{"even", []string{"HR0 int16 1", "HR1 int16 1", "HR2 int16 1", "HR3 int16 1"},
+			[]string{"u1 fc3 0+2 [0 1]", "u1 fc3 2+2 [2 3]"}},
+		{"by span, not by count", []string{"HR0 float64 1", "HR4 int16 1", "HR5 int16 1", "HR6 int16 1", "HR7 int16 1"},
+			[]string{"u1 fc3 0+4 [0]", "u1 fc3 4+4 [1 2 3 4]"}},
+		{"with a gap", []string{"HR0 int16 1", "HR10 int16 1", "HR11 int16 1"},
+			[]string{"u1 fc3 0+1 [0]", "u1 fc3 10+2 [1 2]"}},
+		{"overlapping bit and register", []string{"HR0 int16 1", "HR0.3 bool 1", "HR1 int16 1"},
+			[]string{"u1 fc3 0+1 [0 1]", "u1 fc3 1+1 [2]"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			merged := plan(planItems(t, tt.points...), 16, 125, nil)
+			if len(merged) != 1 {
+				t.Fatalf("plan = %v, want one merged request", describe(merged))
+			}
+			got := describe(splitRequest(merged[0]))
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("halves = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

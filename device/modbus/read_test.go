@@ -567,3 +567,183 @@ func TestBackoff_CappedWithJitter(t *testing.T) {
 		})
 	}
 }
+
+// TestDriver_Read_Exception3SplitsAndRemembers: a device that takes at most
+// 40 registers per request answers exception 3 (illegal data value) to a
+// larger merged read; the driver halves the request until the device takes
+// it, every point reads Good, and the next scan sends the halves at once.
+func TestDriver_Read_Exception3SplitsAndRemembers(t *testing.T) {
+	srv := devicetest.NewModbusServer(t)
+	regs := make([]uint16, 100)
+	for i := range regs {
+		regs[i] = uint16(i)
+	}
+	srv.SetHolding(0, regs...)
+	srv.SetHook(func(r devicetest.Request) *devicetest.Reply {
+		if r.Function == 3 && r.Quantity() > 40 {
+			return &devicetest.Reply{Exception: 3}
+		}
+		return nil
+	})
+	d := newTestDriver(t, srv, nil)
+	var points []device.Point
+	for i := range 100 {
+		points = append(points, pt(fmt.Sprintf("HR%d", i), value.Uint16, ""))
+	}
+	for round := 1; round <= 2; round++ {
+		before := srv.Count()
+		for i, v := range d.Read(context.Background(), points) {
+			wantGood(t, fmt.Sprintf("round %d HR%d", round, i), v, uint64(i))
+		}
+		var got []string
+		for _, r := range srv.Requests()[before:] {
+			got = append(got, fmt.Sprintf("%d+%d", r.Address(), r.Quantity()))
+		}
+		want := "[0+100 0+50 0+25 25+25 50+50 50+25 75+25]"
+		if round == 2 {
+			want = "[0+25 25+25 50+25 75+25]"
+		}
+		if fmt.Sprint(got) != want {
+			t.Errorf("round %d: requests %v, want %v", round, got, want)
+		}
+	}
+}
+
+// TestDriver_Read_Exception3OnOnePoint: exception 3 on a request of one
+// point cannot be split: that point is Bad_ConfigurationError with the
+// exception named, and its neighbours in other requests stay Good.
+func TestDriver_Read_Exception3OnOnePoint(t *testing.T) {
+	srv := devicetest.NewModbusServer(t)
+	srv.SetHolding(0, make([]uint16, 100)...)
+	srv.SetHook(func(r devicetest.Request) *devicetest.Reply {
+		if r.Function == 3 && r.Quantity() > 40 {
+			return &devicetest.Reply{Exception: 3}
+		}
+		return nil
+	})
+	d := newTestDriver(t, srv, nil)
+	vs := d.Read(context.Background(), []device.Point{pt("HR0:50", value.String, ""), pt("HR60", value.Int16, "")})
+	wantQuality(t, "HR0:50", vs[0], value.BadConfigurationError)
+	if want := "illegal data value (exception 3), function 0x03"; vs[0].Reason != want {
+		t.Errorf("reason %q, want %q", vs[0].Reason, want)
+	}
+	wantGood(t, "HR60", vs[1], int64(0))
+}
+
+// TestDriver_Read_UnitIDOverride: a gateway fronting several slaves; each
+// point's unit_id (0: the device's) picks the unit on the wire, and points
+// of different units never share a request.
+func TestDriver_Read_UnitIDOverride(t *testing.T) {
+	srv := devicetest.NewModbusServer(t)
+	srv.SetHook(func(r devicetest.Request) *devicetest.Reply {
+		if r.Function != 3 || r.Address() != 10 || r.Quantity() != 2 {
+			return &devicetest.Reply{Exception: 2}
+		}
+		// Each unit answers its own id in HR10 and 100+id in HR11.
+		return &devicetest.Reply{Raw: devicetest.Frame(r.TxID, r.Unit, 3, []byte{4, 0, r.Unit, 0, 100 + r.Unit})}
+	})
+	d := newTestDriver(t, srv, func(c *Config) { c.UnitID = 5 })
+	mk := func(addr string, unit int) device.Point {
+		p := pt(addr, value.Uint16, "")
+		p.UnitID = unit
+		return p
+	}
+	points := []device.Point{mk("HR10", 0), mk("HR11", 0), mk("HR10", 2), mk("HR11", 2), mk("HR10", 147), mk("HR11", 147)}
+	want := []value.Value{uint64(5), uint64(105), uint64(2), uint64(102), uint64(147), uint64(247)}
+	for i, v := range d.Read(context.Background(), points) {
+		wantGood(t, fmt.Sprintf("%s unit %d", points[i].Address, points[i].UnitID), v, want[i])
+	}
+	if got, want := describeWire(srv.Requests()), "[u2 fc3 10+2 u5 fc3 10+2 u147 fc3 10+2]"; fmt.Sprint(got) != want {
+		t.Errorf("requests %v, want %v", got, want)
+	}
+	// A write goes to the point's unit too.
+	srv.SetHook(func(r devicetest.Request) *devicetest.Reply {
+		return &devicetest.Reply{Raw: devicetest.Frame(r.TxID, r.Unit, r.Function, r.Data[:4])}
+	})
+	before := srv.Count()
+	if err := d.Write(context.Background(), mk("HR10", 2), 9); err != nil {
+		t.Fatalf("write to unit 2: %v", err)
+	}
+	if r := srv.Requests()[before]; r.Unit != 2 || r.Function != 16 {
+		t.Errorf("write went to unit %d with function %d, want unit 2, function 16", r.Unit, r.Function)
+	}
+}
+
+// TestDriver_Read_HoleKeepsNeighboursMerged: one missing register in a
+// block of 40 tags spaced by bridged gaps; after the split every tag reads
+// Good and the scan needs a few requests, not one per tag.
+func TestDriver_Read_HoleKeepsNeighboursMerged(t *testing.T) {
+	srv := devicetest.NewModbusServer(t)
+	for a := uint16(0); a < 80; a++ {
+		if a != 41 {
+			srv.SetHolding(a, a)
+		}
+	}
+	d := newTestDriver(t, srv, nil)
+	var points []device.Point
+	for a := 0; a < 80; a += 2 {
+		points = append(points, pt(fmt.Sprintf("HR%d", a), value.Uint16, ""))
+	}
+	for round := 1; round <= 2; round++ {
+		before := srv.Count()
+		for i, v := range d.Read(context.Background(), points) {
+			wantGood(t, fmt.Sprintf("round %d %s", round, points[i].Address), v, uint64(2*i))
+		}
+		n := srv.Count() - before
+		t.Logf("round %d: %d requests", round, n)
+		if round == 2 && n > 8 {
+			t.Errorf("steady scan sends %d requests for 40 tags around one hole, want <= 8", n)
+		}
+	}
+}
+
+// TestDriver_Read_DeadUnitKeepsOthersRate: two units behind one gateway,
+// scanned together every 40 ms; unit 2 stops answering. After
+// breaker.timeouts it is demoted, and unit 1 is read Good in every scan at
+// its own pace (DESIGN.md, Hard-won rules: one dead unit never blinds the
+// others). pymodbus cannot silence one unit on demand, so this uses the
+// in-process fake.
+func TestDriver_Read_DeadUnitKeepsOthersRate(t *testing.T) {
+	srv := devicetest.NewModbusServer(t)
+	srv.SetHolding(0, 7)
+	var dead atomic.Bool
+	srv.SetHook(func(r devicetest.Request) *devicetest.Reply {
+		if r.Unit == 2 && dead.Load() {
+			return &devicetest.Reply{NoReply: true}
+		}
+		return nil
+	})
+	d := newTestDriver(t, srv, func(c *Config) {
+		c.Timeout = device.Duration(100 * time.Millisecond)
+		c.Breaker = BreakerConfig{Timeouts: 2, Backoff: device.Duration(time.Minute)}
+	})
+	u2 := pt("HR0", value.Uint16, "")
+	u2.UnitID = 2
+	points := []device.Point{pt("HR0", value.Uint16, ""), u2}
+	const period = 40 * time.Millisecond
+	var slow, scans int
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	start := time.Now()
+	for time.Since(start) < 1200*time.Millisecond {
+		<-tick.C
+		if time.Since(start) > 200*time.Millisecond {
+			dead.Store(true)
+		}
+		t0 := time.Now()
+		vs := d.Read(context.Background(), points)
+		el := time.Since(t0)
+		wantGood(t, "unit 1", vs[0], uint64(7))
+		scans++
+		if el > period {
+			slow++
+		}
+	}
+	if slow > 4 { // the 2 timeouts before demotion, and some slack for a loaded machine
+		t.Errorf("%d scans overran the %s period, want at most the 2 timeouts before demotion", slow, period)
+	}
+	if scans < 18 {
+		t.Errorf("%d scans in 1.2 s at %s, want >= 18 of 30", scans, period)
+	}
+	wantQuality(t, "unit 2", d.Read(context.Background(), points)[1], value.BadNotConnected)
+}

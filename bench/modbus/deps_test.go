@@ -1,0 +1,23 @@
+package modbusbench
+
+import (
+	"strings"
+	"testing"
+
+	"qubiq.dev/edge/internal/deptest"
+)
+
+// TestDeps_ModbusBench: the benchmark and its scanner measure the modbus
+// driver alone, so they import only the driver and what it imports from
+// the project (device, value).
+func TestDeps_ModbusBench(t *testing.T) {
+	allowed := map[string]bool{deptest.Module + "/device": true, deptest.Module + "/device/modbus": true,
+		deptest.Module + "/value": true}
+	for _, pkg := range []string{deptest.Module + "/bench/modbus", deptest.Module + "/bench/modbus/cmd/scanner"} {
+		for _, d := range deptest.Deps(t, pkg) {
+			if (d == deptest.Module || strings.HasPrefix(d, deptest.Module+"/")) && !allowed[d] {
+				t.Errorf("%s must not import %s: the benchmark measures the driver alone", pkg, d)
+			}
+		}
+	}
+}

@@ -1,0 +1,61 @@
+package modbus
+
+import (
+	"slices"
+	"sync"
+
+	"qubiq.dev/edge/device"
+)
+
+// planCacheSize is how many point sets (scan classes) a Driver keeps plans
+// for.
+const planCacheSize = 8
+
+// planCache keeps the plans of the point sets a Driver reads, so that a
+// scan of unchanged points neither parses nor sorts them again: the plan
+// is computed once per configuration change (issue 5, request planning)
+// and again after the device forced a split. A cached plan is used only
+// for a point set equal, point for point, to the one it was made for.
+type planCache struct {
+	mu      sync.Mutex
+	entries []*cachedPlan // most recently used first
+}
+
+// cachedPlan is the plan of one point set under split generation gen; bad
+// lists the points whose address does not parse, with the reason.
+type cachedPlan struct {
+	points []device.Point
+	gen    uint64
+	reqs   []request
+	bad    []badPoint
+}
+
+type badPoint struct {
+	idx    int
+	reason string
+}
+
+// get returns the plan of points made under gen, or nil.
+func (c *planCache) get(points []device.Point, gen uint64) *cachedPlan {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, e := range c.entries {
+		if e.gen == gen && slices.Equal(e.points, points) {
+			copy(c.entries[1:i+1], c.entries[:i])
+			c.entries[0] = e
+			return e
+		}
+	}
+	return nil
+}
+
+// put stores p, dropping the least recently used plan beyond planCacheSize.
+func (c *planCache) put(p *cachedPlan) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.entries = slices.DeleteFunc(c.entries, func(e *cachedPlan) bool { return slices.Equal(e.points, p.points) })
+	c.entries = append([]*cachedPlan{p}, c.entries...)
+	if len(c.entries) > planCacheSize {
+		c.entries = c.entries[:planCacheSize]
+	}
+}
