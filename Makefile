@@ -11,7 +11,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X qubiq.dev/edge/daemon.Version=$(VERSION)
 PKGS    := ./...
 
-.PHONY: all build run test test-unit test-integration test-long bench lint deps deps-go deps-system clean
+.PHONY: all build run test test-unit test-integration test-long bench bench-modbus lint deps deps-go deps-system clean
 
 all: build
 
@@ -36,6 +36,7 @@ lint:
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags integration $(PKGS)
+	$(GO) vet -tags bench ./bench/...
 
 # One run: unit tests and the integration tests (build tag `integration`,
 # real peers on loopback), all with the race detector.
@@ -51,8 +52,12 @@ test-integration: deps build
 test-long: deps
 	PYTHON_PATH=$(PYTHON) $(GO) test -tags 'integration long' -count=1 -timeout 60m $(PKGS)
 
-bench: deps build
-	PYTHON_PATH=$(PYTHON) $(GO) test -run '^$$' -bench . -benchtime 1x $(PKGS)
+# Benchmarks run their peers side by side and end with one line
+# `bench-NAME: key=value ...` (bench/README.md says how to read them).
+bench: bench-modbus
+
+bench-modbus: deps build
+	bench/modbus/run.sh
 
 clean:
 	rm -rf $(BIN) build var

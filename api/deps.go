@@ -155,6 +155,10 @@ type Health interface {
 // Devices lists the project's devices and their state.
 type Devices interface {
 	ListDevices(ctx context.Context) []apitypes.DeviceInfo
+	// DevicePlan returns the requests one scan of the named device sends
+	// (Modbus request planning), per scan class; an unknown device wraps
+	// ErrNotFound, a driver without planning returns an empty list.
+	DevicePlan(ctx context.Context, name string) ([]apitypes.PlannedRequest, error)
 }
 
 // Provisioner sets the first admin password and revokes the bootstrap token

@@ -182,6 +182,13 @@ func (fakeDevices) ListDevices(context.Context) []apitypes.DeviceInfo {
 	return []apitypes.DeviceInfo{{Name: "plc1", Driver: "modbus", State: "connected", Tags: 4}}
 }
 
+func (fakeDevices) DevicePlan(_ context.Context, name string) ([]apitypes.PlannedRequest, error) {
+	if name != "plc1" {
+		return nil, fmt.Errorf("device %q: %w", name, ErrNotFound)
+	}
+	return []apitypes.PlannedRequest{{Scan: "1s", FunctionCode: 3, UnitID: 1, Start: 0, Count: 2, Tags: []string{"A"}}}, nil
+}
+
 type env struct {
 	srv     *Server
 	tags    *fakeTags

@@ -188,6 +188,15 @@ func (s *Server) listDevices(w http.ResponseWriter, r *http.Request, _ auth.Gran
 	return nil
 }
 
+func (s *Server) devicePlan(w http.ResponseWriter, r *http.Request, _ auth.Grant) error {
+	plan, err := s.deps.Devices.DevicePlan(r.Context(), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, r, http.StatusOK, nonNil(plan))
+	return nil
+}
+
 func (s *Server) createAPIKey(w http.ResponseWriter, r *http.Request, g auth.Grant) error {
 	var req apitypes.APIKeyRequest
 	if err := decodeBody(r, &req, decodeOpts{}); err != nil {

@@ -275,6 +275,14 @@ func (c *Client) ListDevices(ctx context.Context) ([]apitypes.DeviceInfo, error)
 	return out, err
 }
 
+// DevicePlan calls GET /api/v1/devices/{name}/plan: the requests one scan of
+// the device sends, per scan class.
+func (c *Client) DevicePlan(ctx context.Context, name string) ([]apitypes.PlannedRequest, error) {
+	var out []apitypes.PlannedRequest
+	err := c.do(ctx, http.MethodGet, path("devices", name, "plan"), nil, &out)
+	return out, err
+}
+
 // Provision calls POST /api/v1/provision (the bootstrap token): it sets the
 // first admin password and revokes the bootstrap token.
 func (c *Client) Provision(ctx context.Context, password string) error {

@@ -203,6 +203,22 @@ func (d devicesAPI) ListDevices(context.Context) []apitypes.DeviceInfo {
 	return out
 }
 
+func (d devicesAPI) DevicePlan(_ context.Context, name string) ([]apitypes.PlannedRequest, error) {
+	steps, err := d.s.Engine.Plan(name)
+	if err != nil {
+		if errors.Is(err, tagengine.ErrUnknownDevice) {
+			return nil, fmt.Errorf("%w: %v", api.ErrNotFound, err)
+		}
+		return nil, err
+	}
+	out := make([]apitypes.PlannedRequest, len(steps))
+	for i, st := range steps {
+		out[i] = apitypes.PlannedRequest{Scan: st.Scan.String(), FunctionCode: st.Function, UnitID: st.Unit,
+			Start: st.Start, Count: st.Count, Tags: st.Tags}
+	}
+	return out, nil
+}
+
 // auditSink is the tag engine's audit sink over the store's group-committed
 // log. A write is refused while the queue is nearly full or the disk fails.
 type auditSink struct{ s *System }

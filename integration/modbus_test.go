@@ -249,6 +249,18 @@ func TestSkeleton_Qubiqctl(t *testing.T) {
 	if out, code := ctl("--json", "scripts", "run", "hello.hi", "--args", `"plant"`); code != 0 || !strings.Contains(out, `"hello"`) || !strings.Contains(out, "plant") {
 		t.Fatalf("scripts run: %d %s", code, out)
 	}
+	// The request plan: HR0..HR9 and HR20..HR21 bridge a gap of 10 (max_gap
+	// 16), so one FC3 request of 22 registers serves every tag.
+	var plan []struct {
+		FunctionCode int      `json:"function_code"`
+		Start        int      `json:"start"`
+		Count        int      `json:"count"`
+		Tags         []string `json:"tags"`
+	}
+	out, code := ctl("--json", "devices", "plan", "plc1")
+	if code != 0 || json.Unmarshal([]byte(out), &plan) != nil || len(plan) != 1 || plan[0].FunctionCode != 3 || plan[0].Start != 0 || plan[0].Count != 22 || len(plan[0].Tags) != 8 {
+		t.Fatalf("devices plan: %d %s", code, out)
+	}
 	if _, code := ctl("tags", "frobnicate"); code != 2 {
 		t.Fatalf("unknown subcommand exit %d, want 2", code)
 	}

@@ -502,3 +502,37 @@ func (e *Engine) DeviceStates() map[string][2]string {
 	}
 	return out
 }
+
+// PlanStep is one request of a device's scan plan, with the scan class it
+// belongs to.
+type PlanStep struct {
+	Scan time.Duration
+	device.PlannedRequest
+}
+
+// ErrUnknownDevice is wrapped by Plan for a device the project does not have.
+var ErrUnknownDevice = errors.New("unknown device")
+
+// Plan returns the requests one scan of each scan class of the device sends,
+// as its driver plans them (device.Planner); a driver that does not plan
+// returns none. The plan is computed from the configuration; nothing is sent.
+func (e *Engine) Plan(name string) ([]PlanStep, error) {
+	drv, ok := e.devices[name]
+	if !ok {
+		return nil, fmt.Errorf("device %q: %w", name, ErrUnknownDevice)
+	}
+	p, ok := drv.(device.Planner)
+	if !ok {
+		return nil, nil
+	}
+	var out []PlanStep
+	for _, g := range e.groups {
+		if g.device != name {
+			continue
+		}
+		for _, r := range p.Plan(g.points) {
+			out = append(out, PlanStep{Scan: g.period, PlannedRequest: r})
+		}
+	}
+	return out, nil
+}

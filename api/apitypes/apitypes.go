@@ -250,3 +250,16 @@ type APIKeyInfo struct {
 type ProvisionRequest struct {
 	Password string `json:"password"`
 }
+
+// PlannedRequest is one request of a device's scan plan (GET
+// /api/v1/devices/{name}/plan): the scan class it belongs to, the Modbus
+// function code (Modbus Application Protocol v1.1b3 §6), unit id, first PDU
+// address, quantity (registers or bits), and the tags it serves.
+type PlannedRequest struct {
+	Scan         string   `json:"scan"`
+	FunctionCode int      `json:"function_code"`
+	UnitID       int      `json:"unit_id"`
+	Start        int      `json:"start"`
+	Count        int      `json:"count"`
+	Tags         []string `json:"tags"`
+}

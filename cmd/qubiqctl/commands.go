@@ -19,7 +19,7 @@ var groups = map[string][]string{
 	"tags":    {"list", "read", "write"},
 	"scripts": {"push", "run", "lint", "list"},
 	"apikeys": {"create", "list", "revoke"},
-	"devices": {"list"},
+	"devices": {"list", "plan"},
 }
 
 // commands is every subcommand, by its full name.
@@ -60,6 +60,8 @@ var commands = map[string]command{
 	"apikeys list":   {name: "apikeys list", help: "List API keys (never their tokens).", run: cmdAPIKeysList},
 	"apikeys revoke": {name: "apikeys revoke", args: "ID", help: "Revoke an API key.", run: cmdAPIKeysRevoke},
 	"devices list":   {name: "devices list", help: "List devices and their state.", run: cmdDevicesList},
+	"devices plan": {name: "devices plan", args: "DEVICE", help: "Show the requests one scan of a device sends (function code, unit, start, count, tags).",
+		run: cmdDevicesPlan},
 }
 
 func nargs(args []string, min, max int, what string) error {
@@ -429,6 +431,24 @@ func cmdDevicesList(ctx context.Context, c *cli, _ *opts, args []string) error {
 	t := newTable(c.stdout, "NAME", "DRIVER", "STATE", "TAGS", "REASON")
 	for _, d := range devs {
 		t.row(d.Name, d.Driver, d.State, fmt.Sprint(d.Tags), d.Reason)
+	}
+	return t.flush()
+}
+
+func cmdDevicesPlan(ctx context.Context, c *cli, _ *opts, args []string) error {
+	if err := nargs(args, 1, 1, "DEVICE"); err != nil {
+		return err
+	}
+	plan, err := c.c.DevicePlan(ctx, args[0])
+	if err != nil {
+		return err
+	}
+	if c.g.json {
+		return c.printJSON(plan)
+	}
+	t := newTable(c.stdout, "SCAN", "FC", "UNIT", "START", "COUNT", "TAGS")
+	for _, p := range plan {
+		t.row(p.Scan, fmt.Sprintf("%02d", p.FunctionCode), fmt.Sprint(p.UnitID), fmt.Sprint(p.Start), fmt.Sprint(p.Count), strings.Join(p.Tags, ","))
 	}
 	return t.flush()
 }
