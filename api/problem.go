@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -139,15 +140,19 @@ func writeProblem(w http.ResponseWriter, p apitypes.Problem) {
 
 // writeJSON answers v as application/json with status.
 func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
+	// No HTML escaping: values and script results go out as sent ("<" stays
+	// "<"); the Content-Type and nosniff keep browsers from reading it as HTML.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		s.writeError(w, r, r.Pattern, fmt.Errorf("encode answer: %w", err))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	if _, err := w.Write(append(b, '\n')); err != nil {
+	if _, err := w.Write(buf.Bytes()); err != nil {
 		s.log.DebugContext(r.Context(), "answer not delivered", slog.String("route", r.Pattern), slog.Any("error", err))
 	}
 }

@@ -97,7 +97,11 @@ func ParseScope(s string) (Scope, error) {
 	if slices.Contains(AllScopes, Scope(s)) {
 		return Scope(s), nil
 	}
-	return "", fmt.Errorf("unknown scope %q", s)
+	names := make([]string, len(AllScopes))
+	for i, sc := range AllScopes {
+		names[i] = string(sc)
+	}
+	return "", fmt.Errorf("unknown scope %q (want one of %s)", s, strings.Join(names, ", "))
 }
 
 // Permission is an administrative right beyond scopes (DESIGN.md).
@@ -119,7 +123,7 @@ func ParsePermission(s string) (Permission, error) {
 	if slices.Contains(AllPermissions, Permission(s)) {
 		return Permission(s), nil
 	}
-	return "", fmt.Errorf("unknown permission %q", s)
+	return "", fmt.Errorf("unknown permission %q (want designer, sandbox_admin, users_admin or firmware)", s)
 }
 
 // Realm says where a principal comes from.

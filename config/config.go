@@ -13,8 +13,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -176,6 +178,11 @@ func LoadDaemon(path string) (*Daemon, error) {
 	default:
 		errs = append(errs, fmt.Errorf("%s: security.baseline_write_level %q: want view, operate, supervise or design", abs, d.Security.BaselineWriteLevel))
 	}
+	if _, port, err := net.SplitHostPort(d.HTTP.Listen); err != nil {
+		errs = append(errs, fmt.Errorf("%s: http.listen %q: want host:port (%v)", abs, d.HTTP.Listen, err))
+	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		errs = append(errs, fmt.Errorf("%s: http.listen %q: port %q is not a number from 0 to 65535", abs, d.HTTP.Listen, port))
+	}
 	if err := checkTLS(abs, d.HTTP.TLS); err != nil {
 		errs = append(errs, err)
 	}
@@ -230,9 +237,70 @@ func decodeStrict(b []byte, v any) error {
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
-		return err
+		return prettyYAMLError(err)
 	}
 	return nil
+}
+
+var unknownFieldRe = regexp.MustCompile(`^line (\d+): field (\S+) not found in type config\.(\w+)$`)
+
+// sections names, for messages, the YAML section each config type decodes,
+// with its valid keys.
+var sections = map[string]any{
+	"Daemon": Daemon{}, "HTTP": HTTP{}, "Python": Python{}, "GatewayTimeout": GatewayTimeout{},
+	"Security": Security{}, "Store": Store{}, "History": History{}, "MQTT": MQTT{},
+	"Project": Project{}, "TagConfig": TagConfig{}, "DeadbandConf": DeadbandConf{},
+	"ScaleConf": ScaleConf{}, "HistoryConf": HistoryConf{}, "ScriptConfig": ScriptConfig{},
+}
+
+var sectionNames = map[string]string{
+	"Daemon": "the config", "HTTP": "http", "Python": "python", "GatewayTimeout": "python.gateway_timeout",
+	"Security": "security", "Store": "store", "History": "history", "MQTT": "mqtt",
+	"Project": "the project", "TagConfig": "a tag", "DeadbandConf": "a tag's deadband",
+	"ScaleConf": "a tag's scale", "HistoryConf": "a tag's history", "ScriptConfig": "a script",
+}
+
+// prettyYAMLError rewrites yaml.v3's "field x not found in type config.T"
+// into "unknown key "x" in python (valid keys: ...)", keeping the line, and
+// keeps every other message as it is.
+func prettyYAMLError(err error) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	out := make([]string, len(te.Errors))
+	for i, e := range te.Errors {
+		out[i] = e
+		m := unknownFieldRe.FindStringSubmatch(e)
+		if m == nil {
+			continue
+		}
+		where := sectionNames[m[3]]
+		if where == "" {
+			where = m[3]
+		}
+		msg := fmt.Sprintf("line %s: unknown key %q in %s", m[1], m[2], where)
+		if keys := yamlKeys(sections[m[3]]); len(keys) > 0 {
+			msg += " (valid keys: " + strings.Join(keys, ", ") + ")"
+		}
+		out[i] = msg
+	}
+	return &yaml.TypeError{Errors: out}
+}
+
+func yamlKeys(v any) []string {
+	if v == nil {
+		return nil
+	}
+	t := reflect.TypeOf(v)
+	var keys []string
+	for i := 0; i < t.NumField(); i++ {
+		tag := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]
+		if tag != "" && tag != "-" {
+			keys = append(keys, tag)
+		}
+	}
+	return keys
 }
 
 // Duration is a time.Duration written as Go duration text ("250ms", "1s",

@@ -69,7 +69,7 @@ func TestLoadDaemon_EnvOverrides(t *testing.T) {
 func TestLoadDaemon_UnknownKeyNamesKeyAndLine(t *testing.T) {
 	p := write(t, t.TempDir(), "q.yaml", "appliance_id: x\nhttp:\n  listen: 127.0.0.1:1\n  lisen: oops\n")
 	_, err := LoadDaemon(p)
-	if err == nil || !strings.Contains(err.Error(), "lisen") || !strings.Contains(err.Error(), "line 4") || !strings.Contains(err.Error(), "q.yaml") {
+	if err == nil || !strings.Contains(err.Error(), `unknown key "lisen" in http (valid keys: listen, tls)`) || !strings.Contains(err.Error(), "line 4") || !strings.Contains(err.Error(), "q.yaml") {
 		t.Fatalf("err = %v, want file, line 4 and the key", err)
 	}
 }
@@ -79,6 +79,8 @@ func TestLoadDaemon_BadValues(t *testing.T) {
 		"level":    "security: {baseline_write_level: boss}\n",
 		"duration": "store: {open_timeout: soon}\n",
 		"size":     "python: {memory_max: lots}\n",
+		"port":     "http: {listen: \"127.0.0.1:99999\"}\n",
+		"hostport": "http: {listen: \"8080\"}\n",
 	}
 	for name, body := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -148,5 +150,18 @@ func TestParseProject_UnknownTagKey(t *testing.T) {
 	_, err := ParseProject([]byte("tags:\n  - {path: A, device: sim, adress: memory}\n"))
 	if err == nil || !strings.Contains(err.Error(), "adress") || !strings.Contains(err.Error(), "line 2") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestParseProject_UnknownKeyStillReportsTheRest(t *testing.T) {
+	p, err := ParseProject([]byte("tags:\n  - {path: A, device: sim, address: memory, scna: 1s}\n  - {path: B, device: sim, address: memory, type: boolean}\n"))
+	if err == nil || !strings.Contains(err.Error(), `unknown key "scna" in a tag`) {
+		t.Fatalf("err = %v", err)
+	}
+	if p == nil || len(p.Tags) != 2 {
+		t.Fatalf("no project to go on with: %+v", p)
+	}
+	if _, terr := p.EngineTags(); terr == nil || !strings.Contains(terr.Error(), "boolean") {
+		t.Fatalf("the second problem is not found in the same run: %v", terr)
 	}
 }

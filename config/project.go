@@ -154,18 +154,37 @@ func LoadProject(path string) (*Project, error) {
 		return nil, fmt.Errorf("project: %w", err)
 	}
 	p, err := ParseProject(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", abs, err)
+	if p != nil {
+		p.File = abs
 	}
-	p.File = abs
+	if err != nil {
+		return p, fmt.Errorf("%s: %w", abs, err)
+	}
 	return p, nil
 }
 
 // ParseProject strictly decodes a project document (YAML or JSON).
+//
+// When the only problems are unknown keys or values of the wrong YAML kind,
+// the project is still returned (decoded leniently, without those keys)
+// together with the error, so a caller such as --check-config can go on and
+// report the remaining problems in the same run.
 func ParseProject(b []byte) (*Project, error) {
 	var p Project
+	var strictErr error
 	if err := decodeStrict(b, &p); err != nil {
-		return nil, err
+		var te *yaml.TypeError
+		if !errors.As(err, &te) {
+			return nil, err
+		}
+		strictErr = err
+		p = Project{}
+		if lerr := yaml.Unmarshal(b, &p); lerr != nil {
+			var lte *yaml.TypeError
+			if !errors.As(lerr, &lte) {
+				return nil, err
+			}
+		}
 	}
 	// Recover line numbers of tags for messages.
 	var root yaml.Node
@@ -181,7 +200,7 @@ func ParseProject(b []byte) (*Project, error) {
 			}
 		}
 	}
-	return &p, nil
+	return &p, strictErr
 }
 
 // Tags converts the tag configs into engine tags. Every bad tag is reported
@@ -281,6 +300,19 @@ func (tc TagConfig) engineTag() (tagengine.Tag, error) {
 		return tagengine.Tag{}, errors.Join(errs...)
 	}
 	return t, nil
+}
+
+// TagPoint returns the driver's view of a tag config (address, type, byte
+// order, unit id), or the error EngineTags would report for its type.
+func TagPoint(tc TagConfig) (device.Point, error) {
+	typ := value.Float64
+	if tc.Type != "" {
+		var err error
+		if typ, err = value.ParseType(tc.Type); err != nil {
+			return device.Point{}, err
+		}
+	}
+	return device.Point{Tag: tc.Path, Address: tc.Address, Type: typ, ByteOrder: tc.ByteOrder, UnitID: tc.UnitID}, nil
 }
 
 // ScriptFile returns the absolute path of a script's file.

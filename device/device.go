@@ -223,3 +223,18 @@ type PlannedRequest struct {
 	Count    int      `json:"count"`
 	Tags     []string `json:"tags"`
 }
+
+// Restorer is implemented by drivers that hold values themselves (the
+// simulator's memory addresses): after a restart the engine hands them the
+// last values read back from the store, so a setpoint written before the
+// restart is not lost. Restore reports whether p took v.
+type Restorer interface {
+	Restore(p Point, v value.Value) bool
+}
+
+// WriteChecker is implemented by drivers that know from the address alone
+// that a point can never be written (a Modbus input register, a simulator
+// generator). The engine marks such tags read-only.
+type WriteChecker interface {
+	Writable(p Point) bool
+}

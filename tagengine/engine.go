@@ -194,8 +194,11 @@ func New(cfg Config, devices map[string]device.Driver, tags []Tag) (*Engine, err
 		}
 		t.Point.Tag = t.Path
 		if err := drv.CheckPoint(t.Point); err != nil {
-			errs = append(errs, fmt.Errorf("tag %q: device %q: address %q: %w", t.Path, t.Device, t.Point.Address, err))
+			errs = append(errs, fmt.Errorf("tag %q: device %q: %w", t.Path, t.Device, err))
 			continue
+		}
+		if wc, ok := drv.(device.WriteChecker); ok && !wc.Writable(t.Point) {
+			t.ReadOnly = true
 		}
 		if t.Scan <= 0 {
 			t.Scan = DefaultScan
@@ -227,7 +230,10 @@ func New(cfg Config, devices map[string]device.Driver, tags []Tag) (*Engine, err
 
 // Seed sets last values read back from the store after a restart. Each
 // becomes Uncertain_LastUsableValue (keeping its value and time) until the
-// device answers (DESIGN.md, Quality). Unknown paths are ignored.
+// device answers (DESIGN.md, Quality). A driver that holds values itself
+// (device.Restorer: the simulator's memory) takes its value back, so a
+// setpoint written before the restart is not lost. Unknown paths are
+// ignored. Call Seed before Start.
 func (e *Engine) Seed(vals map[string]value.VQT) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -235,6 +241,16 @@ func (e *Engine) Seed(vals map[string]value.VQT) {
 		st, ok := e.tags[p]
 		if !ok || v.Value == nil {
 			continue
+		}
+		if r, ok := e.devices[st.tag.Device].(device.Restorer); ok {
+			raw := v.Value
+			if !st.tag.Scale.identity() {
+				var err error
+				if raw, err = st.tag.Scale.ToRaw(v.Value, st.tag.Point.Type); err != nil {
+					continue
+				}
+			}
+			r.Restore(st.tag.Point, raw)
 		}
 		v.Quality = value.UncertainLastUsableValue
 		v.Reason = "last value before restart; waiting for the device"

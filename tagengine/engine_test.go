@@ -302,3 +302,53 @@ func TestDeadband_Exceeded(t *testing.T) {
 		})
 	}
 }
+
+// restoringDriver holds values itself (like the simulator's memory) and
+// refuses writes to addresses starting with "ro".
+type restoringDriver struct {
+	*fakeDriver
+	restored map[string]value.Value
+}
+
+func (r *restoringDriver) Restore(p device.Point, v value.Value) bool {
+	r.restored[p.Address] = v
+	r.mu.Lock()
+	r.vals[p.Address] = value.VQT{Value: v, Quality: value.Good, Time: time.Now()}
+	r.mu.Unlock()
+	return true
+}
+
+func (r *restoringDriver) Writable(p device.Point) bool { return p.Address[:2] != "ro" }
+
+func TestEngine_Seed_RestoresDriverHeldValuesAndMarksReadOnly(t *testing.T) {
+	drv := &restoringDriver{fakeDriver: newFake(), restored: map[string]value.Value{}}
+	e, err := New(Config{}, map[string]device.Driver{"d": drv}, []Tag{
+		{Path: "Mem", Device: "d", Scan: 10 * time.Millisecond, Point: device.Point{Address: "mem", Type: value.Float64}, Scale: Scale{Factor: 0.1}},
+		{Path: "Gen", Device: "d", Point: device.Point{Address: "ro-gen", Type: value.Float64}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Seed(map[string]value.VQT{"Mem": {Value: 32.1, Quality: value.Good, Time: time.Now()}})
+	if got := drv.restored["mem"]; got != 321.0 {
+		t.Fatalf("driver got %v back, want the raw 321 (scale 0.1 undone)", got)
+	}
+	infos := e.Tags(auth.Full("t", auth.RealmPlatform, ""))
+	if infos[0].Path != "Gen" || !infos[0].ReadOnly || infos[1].ReadOnly {
+		t.Fatalf("read-only from the driver: %+v", infos)
+	}
+	res, _ := e.Write(context.Background(), auth.Full("t", auth.RealmPlatform, ""), []WriteRequest{{Path: "Gen", Value: 1.0}})
+	if res[0].Quality != value.BadNotWritable {
+		t.Fatalf("write to a generator: %+v", res[0])
+	}
+	ch, _, cancel := e.Subscribe(16)
+	defer cancel()
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Stop(context.Background())
+	c := waitQuality(t, ch, value.Good)
+	if c.Path != "Mem" || !value.Equal(c.Value, 32.1) {
+		t.Fatalf("restored value after start: %+v", c)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -218,7 +219,7 @@ func Coerce(t Type, v Value) (Value, error) {
 				return x == 1, nil
 			}
 		}
-		return nil, fmt.Errorf("%w: %v is not a bool", ErrTypeMismatch, v)
+		return nil, fmt.Errorf("%w: %s is not a bool", ErrTypeMismatch, show(v))
 	case Int16, Int32, Int64:
 		lo, hi := intRange(t)
 		switch x := v.(type) {
@@ -234,17 +235,17 @@ func Coerce(t Type, v Value) (Value, error) {
 			return int64(x), nil
 		case float64:
 			if x != math.Trunc(x) || math.IsInf(x, 0) || math.IsNaN(x) {
-				return nil, fmt.Errorf("%w: %v is not an integer (%s)", ErrTypeMismatch, x, t)
+				return nil, fmt.Errorf("%w: %s is not an integer (%s)", ErrTypeMismatch, show(x), t)
 			}
 			if x < float64(lo) || x >= -float64(lo) {
-				return nil, fmt.Errorf("%w: %v does not fit %s", ErrOutOfRange, x, t)
+				return nil, fmt.Errorf("%w: %s does not fit %s", ErrOutOfRange, show(x), t)
 			}
 			if int64(x) > hi {
-				return nil, fmt.Errorf("%w: %v does not fit %s", ErrOutOfRange, x, t)
+				return nil, fmt.Errorf("%w: %s does not fit %s", ErrOutOfRange, show(x), t)
 			}
 			return int64(x), nil
 		}
-		return nil, fmt.Errorf("%w: %v is not a number (%s)", ErrTypeMismatch, v, t)
+		return nil, fmt.Errorf("%w: %s is not a number (%s)", ErrTypeMismatch, show(v), t)
 	case Uint16, Uint32, Uint64:
 		hi := uintMax(t)
 		switch x := v.(type) {
@@ -260,14 +261,14 @@ func Coerce(t Type, v Value) (Value, error) {
 			return x, nil
 		case float64:
 			if x != math.Trunc(x) || math.IsInf(x, 0) || math.IsNaN(x) {
-				return nil, fmt.Errorf("%w: %v is not an integer (%s)", ErrTypeMismatch, x, t)
+				return nil, fmt.Errorf("%w: %s is not an integer (%s)", ErrTypeMismatch, show(x), t)
 			}
 			if x < 0 || x >= float64(hi)+1 {
-				return nil, fmt.Errorf("%w: %v does not fit %s", ErrOutOfRange, x, t)
+				return nil, fmt.Errorf("%w: %s does not fit %s", ErrOutOfRange, show(x), t)
 			}
 			return uint64(x), nil
 		}
-		return nil, fmt.Errorf("%w: %v is not a number (%s)", ErrTypeMismatch, v, t)
+		return nil, fmt.Errorf("%w: %s is not a number (%s)", ErrTypeMismatch, show(v), t)
 	case Float32, Float64:
 		var f float64
 		switch x := v.(type) {
@@ -278,21 +279,41 @@ func Coerce(t Type, v Value) (Value, error) {
 		case float64:
 			f = x
 		default:
-			return nil, fmt.Errorf("%w: %v is not a number (%s)", ErrTypeMismatch, v, t)
+			return nil, fmt.Errorf("%w: %s is not a number (%s)", ErrTypeMismatch, show(v), t)
 		}
-		if t == Float32 && !math.IsInf(f, 0) && !math.IsNaN(f) && math.Abs(f) > math.MaxFloat32 {
-			return nil, fmt.Errorf("%w: %v does not fit float32", ErrOutOfRange, f)
+		if t == Float32 {
+			if !math.IsInf(f, 0) && !math.IsNaN(f) && math.Abs(f) > math.MaxFloat32 {
+				return nil, fmt.Errorf("%w: %s does not fit float32", ErrOutOfRange, show(f))
+			}
+			// The value a float32 tag holds is the nearest float32.
+			f = float64(float32(f))
 		}
 		return f, nil
 	case String:
 		if s, ok := v.(string); ok {
 			return s, nil
 		}
-		return nil, fmt.Errorf("%w: %v is not a string", ErrTypeMismatch, v)
+		return nil, fmt.Errorf("%w: %s is not a string", ErrTypeMismatch, show(v))
 	case Auto:
 		return v, nil
 	}
 	return nil, fmt.Errorf("%w: unknown type %s", ErrTypeMismatch, t)
+}
+
+// show formats a value for an error message: strings quoted, arrays as
+// JSON, nil as null.
+func show(v Value) string {
+	switch x := v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return strconv.Quote(x)
+	case []any:
+		if b, err := json.Marshal(x); err == nil {
+			return string(b)
+		}
+	}
+	return fmt.Sprint(v)
 }
 
 func intRange(t Type) (int64, int64) {

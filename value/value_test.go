@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -47,6 +48,7 @@ func TestCoerce(t *testing.T) {
 		{Int64, json.Number("9223372036854775808"), nil, ErrOutOfRange},
 		{Float32, 1e39, nil, ErrOutOfRange},
 		{Float32, 12.5, 12.5, nil},
+		{Float32, 12.3, float64(float32(12.3)), nil},
 		{Float64, int64(3), 3.0, nil},
 		{Bool, true, true, nil},
 		{Bool, 1, true, nil},
@@ -77,5 +79,25 @@ func TestParseType(t *testing.T) {
 	}
 	if _, err := ParseType("float"); err == nil {
 		t.Error(`"float" is ambiguous and must be refused`)
+	}
+}
+
+func TestCoerce_MessagesShowTheValueAsSent(t *testing.T) {
+	cases := map[string]struct {
+		typ  Type
+		in   Value
+		want string
+	}{
+		"quoted string": {Float64, "900", `"900" is not a number`},
+		"empty string":  {Float64, "", `"" is not a number`},
+		"array":         {Int16, []any{int64(1), int64(2)}, `[1,2] is not a number`},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := Coerce(c.typ, c.in)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want %q", err, c.want)
+			}
+		})
 	}
 }

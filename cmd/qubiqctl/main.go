@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"qubiq.dev/edge/api/apitypes"
 	"qubiq.dev/edge/client"
 )
 
@@ -228,6 +229,10 @@ func (c *cli) report(err error) int {
 	case errors.As(err, &ue):
 		return c.usage(err)
 	case errors.As(err, &pe):
+		if c.g.json {
+			// --json prints the API's problem document too, for scripts.
+			_ = c.printJSON(apitypes.Problem{Type: pe.Type, Title: pe.Title, Status: pe.Status, Detail: pe.Detail, Kind: pe.Kind})
+		}
 		fmt.Fprintf(c.stderr, "qubiqctl: %s\n", pe.Error())
 		if pe.Status == http.StatusUnauthorized && c.g.apiKey == "" {
 			fmt.Fprintln(c.stderr, "qubiqctl: no API key given: use --api-key or QUBIQ_API_KEY")

@@ -20,9 +20,10 @@ func init() { device.Register("modbus", New) }
 
 // Interface guards.
 var (
-	_ device.Driver  = (*Driver)(nil)
-	_ device.Stater  = (*Driver)(nil)
-	_ device.Planner = (*Driver)(nil)
+	_ device.Driver       = (*Driver)(nil)
+	_ device.Stater       = (*Driver)(nil)
+	_ device.Planner      = (*Driver)(nil)
+	_ device.WriteChecker = (*Driver)(nil)
 )
 
 // Driver is a Modbus TCP device (see the package doc). Build it with New;
@@ -92,6 +93,14 @@ func (d *Driver) Validate() error {
 func (d *Driver) CheckPoint(p device.Point) error {
 	_, err := d.spec(p)
 	return err
+}
+
+// Writable reports whether p's table can be written: coils and holding
+// registers, never input registers or discrete inputs (Modbus Application
+// Protocol §4.3; device.WriteChecker).
+func (d *Driver) Writable(p device.Point) bool {
+	a, err := ParseAddress(p.Address)
+	return err == nil && a.Table.Writable()
 }
 
 func (d *Driver) spec(p device.Point) (spec, error) {

@@ -37,8 +37,10 @@ func init() { device.Register("sim", New) }
 
 // Interface guards.
 var (
-	_ device.Driver = (*Driver)(nil)
-	_ device.Stater = (*Driver)(nil)
+	_ device.Driver       = (*Driver)(nil)
+	_ device.Restorer     = (*Driver)(nil)
+	_ device.WriteChecker = (*Driver)(nil)
+	_ device.Stater       = (*Driver)(nil)
 )
 
 // Config is the simulator's device config: it has no keys, and any key is an
@@ -170,6 +172,30 @@ func (d *Driver) Write(ctx context.Context, p device.Point, v value.Value) error
 	}
 	d.mem[p.Tag] = cv
 	return nil
+}
+
+// Restore puts back the value a memory point held before a restart
+// (device.Restorer); generator points take nothing.
+func (d *Driver) Restore(p device.Point, v value.Value) bool {
+	g, err := parsePoint(p)
+	if err != nil || g.kind != memory {
+		return false
+	}
+	cv, err := value.Coerce(p.Type, v)
+	if err != nil {
+		return false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.mem[p.Tag] = cv
+	return true
+}
+
+// Writable reports whether p is a memory point, the only writable kind
+// (device.WriteChecker).
+func (d *Driver) Writable(p device.Point) bool {
+	g, err := parsePoint(p)
+	return err == nil && g.kind == memory
 }
 
 func qualityOf(err error) value.Quality {
