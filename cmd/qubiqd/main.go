@@ -65,7 +65,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := runDaemon(ctx, *cfgPath, log); err != nil {
 		fmt.Fprintf(stderr, "qubiqd: %v\n", err)
 		if errors.Is(err, store.ErrInUse) {
-			return 1
+			fmt.Fprintln(stderr, "qubiqd: another qubiqd holds this data_dir; stop it first")
 		}
 		return 1
 	}
@@ -81,5 +81,9 @@ func runDaemon(ctx context.Context, path string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	return sys.Run(ctx)
+	if err := sys.Run(ctx); err != nil {
+		return err
+	}
+	log.Info("qubiqd stopped cleanly")
+	return nil
 }
