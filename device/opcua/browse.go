@@ -37,17 +37,20 @@ func (d *Driver) Browse(ctx context.Context, node string) ([]device.BrowseResult
 	if err != nil {
 		return nil, err
 	}
-	bctx, cancel := context.WithTimeout(ctx, 3*time.Duration(d.cfg.Timeout))
+	timeout := time.Duration(d.cfg.Timeout)
+	bctx, cancel := context.WithTimeout(ctx, 3*timeout)
 	defer cancel()
-	res, err := sess.c.Browse(bctx, &ua.BrowseRequest{
-		RequestedMaxReferencesPerNode: 1000,
-		NodesToBrowse: []*ua.BrowseDescription{{
-			NodeID:          start,
-			BrowseDirection: ua.BrowseDirectionForward,
-			ReferenceTypeID: ua.NewNumericNodeID(0, id.HierarchicalReferences),
-			IncludeSubtypes: true,
-			ResultMask:      uint32(ua.BrowseResultMaskAll),
-		}},
+	res, err := guarded(bctx, timeout, func(c context.Context) (*ua.BrowseResponse, error) {
+		return sess.c.Browse(c, &ua.BrowseRequest{
+			RequestedMaxReferencesPerNode: 1000,
+			NodesToBrowse: []*ua.BrowseDescription{{
+				NodeID:          start,
+				BrowseDirection: ua.BrowseDirectionForward,
+				ReferenceTypeID: ua.NewNumericNodeID(0, id.HierarchicalReferences),
+				IncludeSubtypes: true,
+				ResultMask:      uint32(ua.BrowseResultMaskAll),
+			}},
+		})
 	})
 	if err != nil {
 		return nil, serviceError(sess, "browse", err)
@@ -62,7 +65,10 @@ func (d *Driver) Browse(ctx context.Context, node string) ([]device.BrowseResult
 	refs := r.References
 	cp := r.ContinuationPoint
 	for page := 0; len(cp) > 0 && page < maxBrowsePages; page++ {
-		next, err := sess.c.BrowseNext(bctx, &ua.BrowseNextRequest{ContinuationPoints: [][]byte{cp}})
+		req := &ua.BrowseNextRequest{ContinuationPoints: [][]byte{cp}}
+		next, err := guarded(bctx, timeout, func(c context.Context) (*ua.BrowseNextResponse, error) {
+			return sess.c.BrowseNext(c, req)
+		})
 		if err != nil {
 			return nil, serviceError(sess, "browse next", err)
 		}
@@ -124,7 +130,9 @@ func (d *Driver) fillVariables(ctx context.Context, sess *session, out []device.
 				req.NodesToRead = append(req.NodesToRead, &ua.ReadValueID{NodeID: nid, AttributeID: at})
 			}
 		}
-		res, err := sess.c.Read(ctx, req)
+		res, err := guarded(ctx, time.Duration(d.cfg.Timeout), func(c context.Context) (*ua.ReadResponse, error) {
+			return sess.c.Read(c, req)
+		})
 		if err != nil {
 			return serviceError(sess, "browse: read variables", err)
 		}

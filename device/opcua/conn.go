@@ -104,12 +104,12 @@ func (d *Driver) run(ctx context.Context) {
 			d.sleep(ctx, wait, thumb != "")
 			continue
 		}
-		fails = 0
 		d.convertChecked(sess)
 		d.setUp(sess)
 		d.signalFirst()
 		d.log.Info("opcua: connected", slog.String("url", d.cfg.URL),
 			slog.Bool("session_reactivated", sess.reactivated), slog.Duration("session_timeout", sess.revised))
+		up := time.Now()
 		d.serve(ctx, sess)
 		if ctx.Err() != nil {
 			d.shutdown(sess)
@@ -123,6 +123,15 @@ func (d *Driver) run(ctx context.Context) {
 		prev, prevThumb, lost = sess.s, sess.thumb, time.Now()
 		d.dropChannel(sess.c)
 		d.setDown("connecting", value.BadNotConnected, why)
+		// A connection that failed soon after it was made counts as a
+		// failed attempt, so a server that drops every session is not
+		// redialled in a tight loop; a stable one reconnects at once.
+		if time.Since(up) < max(10*time.Duration(d.cfg.ReconnectMin), time.Second) {
+			fails++
+			d.sleep(ctx, backoff(time.Duration(d.cfg.ReconnectMin), time.Duration(d.cfg.ReconnectMax), fails, sess.failErr), false)
+		} else {
+			fails = 0
+		}
 	}
 	d.signalFirst()
 }
@@ -291,10 +300,59 @@ func (d *Driver) dropChannel(c *opcua.Client) {
 	}
 }
 
-// keepAlive reads Server.ServerStatus.CurrentTime (i=2258) at half the
-// revised session timeout, at most every 3 publishing intervals (at least
-// 1 s apart), so that a session with nothing but polling never expires
-// (cases/opcua.md C16) and a dead server is noticed while idle.
+// guarded runs fn, one gopcua service call on a live session, with a
+// context that ctx ending cannot cancel: gopcua v0.8.0 allocates the secure
+// channel's next sequence number before it checks the context, so a request
+// abandoned there (ctx already done, or ending at that moment) is never
+// written, the next message skips a sequence number, and the server closes
+// the channel (BadSequenceNumberInvalid) — one cancelled read would kill
+// the connection of every tag. The call runs to its own end (bounded by
+// timeout when > 0, and by the channel's life), while the caller stops
+// waiting when ctx ends.
+func guarded[T any](ctx context.Context, timeout time.Duration, fn func(context.Context) (T, error)) (T, error) {
+	var zero T
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	base := context.WithoutCancel(ctx)
+	gctx, cancel := context.WithCancel(base)
+	if timeout > 0 {
+		gctx, cancel = context.WithTimeout(base, timeout)
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		defer cancel()
+		v, err := fn(gctx)
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+}
+
+// send sends one request over the session (guarded) and stores the
+// response of type T.
+func send[T ua.Response](ctx context.Context, s *session, timeout time.Duration, req ua.Request) (T, error) {
+	return guarded(ctx, timeout, func(c context.Context) (T, error) {
+		var res T
+		err := s.c.Send(c, req, func(v ua.Response) error { return assign(v, &res) })
+		return res, err
+	})
+}
+
+// keepAlive reads Server.ServerStatus.CurrentTime (i=2258) every half
+// revised session timeout, or every 3 publishing intervals (at least 1 s)
+// when that is shorter, so that a session with nothing but polling never
+// expires (cases/opcua.md C16) and a dead server is noticed while idle. A
+// keep-alive read that fails on the connection or times out fails the
+// session.
 func (s *session) keepAlive(ctx context.Context) {
 	period := min(s.revised/2, max(3*time.Duration(s.d.cfg.PublishingInterval), time.Second))
 	period = max(period, 50*time.Millisecond)
@@ -309,9 +367,9 @@ func (s *session) keepAlive(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		rctx, cancel := context.WithTimeout(ctx, time.Duration(s.d.cfg.Timeout))
-		_, err := s.c.Read(rctx, req)
-		cancel()
+		_, err := guarded(ctx, time.Duration(s.d.cfg.Timeout), func(c context.Context) (*ua.ReadResponse, error) {
+			return s.c.Read(c, req)
+		})
 		if ctx.Err() != nil {
 			return
 		}
@@ -607,7 +665,10 @@ func leafEndpoint(ep *ua.EndpointDescription, leaf *x509.Certificate) ua.Endpoin
 // loop does not try that session again.
 type activateError struct{ err error }
 
+// Error says the re-activation failed and why.
 func (e *activateError) Error() string { return "re-activate session: " + e.err.Error() }
+
+// Unwrap returns the failure.
 func (e *activateError) Unwrap() error { return e.err }
 
 // activate activates s on c and checks that gopcua attached it.

@@ -38,6 +38,10 @@
 //     result inspected.
 //   - CreateSession may return a nil session with a nil error and
 //     ActivateSession may return nil without activating (connect).
+//   - A request whose context ends before it is written has already taken
+//     the channel's next sequence number; the gap makes the server close
+//     the secure channel. Every service call goes through guarded, which
+//     never lets the caller's context cancel a request before it is sent.
 //
 // A connection counts its live monitored items against the configured ones
 // (Server.GetMonitoredItems) and rebuilds what is missing; a node that

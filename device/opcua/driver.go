@@ -362,12 +362,13 @@ func (d *Driver) Read(ctx context.Context, points []device.Point) []value.VQT {
 		}
 	}
 	if err != nil {
-		if isConnErr(err) {
-			sess.fail(err)
-		}
 		q, why := device.QualityOf(err)
 		if code, ok := asStatus(err); ok {
 			q, why = StatusQuality(uint32(code)), statusReason(code)
+		}
+		if isConnErr(err) {
+			sess.fail(err)
+			q, why = value.BadNotConnected, "connection lost: "+err.Error()
 		}
 		fillBad(out, q, why)
 	}
@@ -405,9 +406,9 @@ func (d *Driver) readOnce(ctx context.Context, sess *session, points []device.Po
 		for _, s := range part {
 			req.NodesToRead = append(req.NodesToRead, &ua.ReadValueID{NodeID: s.id, AttributeID: ua.AttributeIDValue})
 		}
-		rctx, cancel := context.WithTimeout(ctx, time.Duration(d.cfg.Timeout))
-		res, err := sess.c.Read(rctx, req)
-		cancel()
+		res, err := guarded(ctx, time.Duration(d.cfg.Timeout), func(c context.Context) (*ua.ReadResponse, error) {
+			return sess.c.Read(c, req)
+		})
 		if err != nil {
 			return err
 		}
@@ -509,7 +510,9 @@ func (d *Driver) Write(ctx context.Context, p device.Point, v value.Value) error
 	}}}
 	wctx, cancel := context.WithTimeout(ctx, time.Duration(d.cfg.Timeout))
 	defer cancel()
-	res, err := sess.c.Write(wctx, req)
+	res, err := guarded(wctx, time.Duration(d.cfg.Timeout), func(c context.Context) (*ua.WriteResponse, error) {
+		return sess.c.Write(c, req)
+	})
 	if err != nil {
 		if isConnErr(err) {
 			sess.fail(err)
@@ -557,9 +560,9 @@ func (s *session) typeOf(ctx context.Context, id *ua.NodeID) (typeInfo, error) {
 	for _, a := range attrs {
 		req.NodesToRead = append(req.NodesToRead, &ua.ReadValueID{NodeID: id, AttributeID: a})
 	}
-	rctx, cancel := context.WithTimeout(ctx, time.Duration(s.d.cfg.Timeout))
-	defer cancel()
-	res, err := s.c.Read(rctx, req)
+	res, err := guarded(ctx, time.Duration(s.d.cfg.Timeout), func(c context.Context) (*ua.ReadResponse, error) {
+		return s.c.Read(c, req)
+	})
 	if err != nil {
 		if isConnErr(err) {
 			s.fail(err)

@@ -22,39 +22,43 @@ import (
 
 // The node-opcua peer (PEERS.md: node-opcua 2.160.0 on Node 20). Its npm
 // install lives outside the repository, in the user cache directory, keyed
-// by the hash of testdata/package.json; server.js is copied there at every
-// run. A peer that cannot be installed or started fails the test.
+// by the hash of testdata/package.json; testdata/server.js is copied there
+// as server-<hash>.js. A peer that cannot be installed or started fails the
+// test.
 
 var (
-	peerOnce sync.Once
-	peerDir  string
-	peerErr  error
+	peerOnce   sync.Once
+	peerDir    string
+	peerScript string
+	peerErr    error
 )
 
 // peerHome installs node-opcua (once per cache key) and returns the folder
-// holding node_modules and server.js.
-func peerHome(t testing.TB) string {
+// holding node_modules and the name of this version of server.js there
+// (named by its hash, so that checkouts with other versions of the script
+// can share the install).
+func peerHome(t testing.TB) (dir, script string) {
 	t.Helper()
-	peerOnce.Do(func() { peerDir, peerErr = installPeer() })
+	peerOnce.Do(func() { peerDir, peerScript, peerErr = installPeer() })
 	if peerErr != nil {
 		t.Fatalf("node-opcua peer: %v", peerErr)
 	}
-	return peerDir
+	return peerDir, peerScript
 }
 
-func installPeer() (string, error) {
+func installPeer() (string, string, error) {
 	for _, tool := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			return "", fmt.Errorf("%s not found on PATH (Node 20 and npm are needed to run the node-opcua test server): %w", tool, err)
+			return "", "", fmt.Errorf("%s not found on PATH (Node 20 and npm are needed to run the node-opcua test server): %w", tool, err)
 		}
 	}
 	pkg, err := os.ReadFile(filepath.Join("testdata", "package.json"))
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	script, err := os.ReadFile(filepath.Join("testdata", "server.js"))
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	sum := sha256.Sum256(pkg)
 	cache, err := os.UserCacheDir()
@@ -63,35 +67,49 @@ func installPeer() (string, error) {
 	}
 	dir := filepath.Join(cache, "qubiq-edge", "opcua-peer-"+hex.EncodeToString(sum[:6]))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
+		return "", "", err
 	}
 	// One install at a time across test processes.
 	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	defer lock.Close()
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return "", err
+		return "", "", err
 	}
 	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "node-opcua", "package.json")); err != nil {
 		if err := os.WriteFile(filepath.Join(dir, "package.json"), pkg, 0o644); err != nil {
-			return "", err
+			return "", "", err
 		}
 		cmd := exec.Command("npm", "install", "--no-audit", "--no-fund")
 		cmd.Dir = dir
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			return "", fmt.Errorf("npm install in %s: %v\n%s", dir, err, out)
+			return "", "", fmt.Errorf("npm install in %s: %v\n%s", dir, err, out)
 		}
 	}
-	if old, err := os.ReadFile(filepath.Join(dir, "server.js")); err != nil || !bytes.Equal(old, script) {
-		if err := os.WriteFile(filepath.Join(dir, "server.js"), script, 0o644); err != nil {
-			return "", err
+	ssum := sha256.Sum256(script)
+	name := "server-" + hex.EncodeToString(ssum[:6]) + ".js"
+	if old, err := os.ReadFile(filepath.Join(dir, name)); err != nil || !bytes.Equal(old, script) {
+		f, err := os.CreateTemp(dir, name+".tmp-*")
+		if err != nil {
+			return "", "", err
+		}
+		_, werr := f.Write(script)
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr == nil {
+			werr = os.Rename(f.Name(), filepath.Join(dir, name))
+		}
+		if werr != nil {
+			os.Remove(f.Name())
+			return "", "", werr
 		}
 	}
-	return dir, nil
+	return dir, name, nil
 }
 
 // uaServer is a running node-opcua test server.
@@ -136,9 +154,9 @@ func (s *uaServer) URL() string { return fmt.Sprintf("opc.tcp://127.0.0.1:%d", s
 func (s *uaServer) Start(args ...string) {
 	t := s.t
 	t.Helper()
-	home := peerHome(t)
+	home, script := peerHome(t)
 	s.args = args
-	full := append([]string{"server.js", "--port", fmt.Sprint(s.Port), "--pki", s.PKI, "--counter-ms", "50"}, args...)
+	full := append([]string{script, "--port", fmt.Sprint(s.Port), "--pki", s.PKI, "--counter-ms", "50"}, args...)
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
 		cmd := exec.Command("node", full...)

@@ -286,10 +286,12 @@ type untrustedError struct {
 	detail string
 }
 
+// Error names the thumbprint and why the certificate is not trusted.
 func (e *untrustedError) Error() string {
 	return fmt.Sprintf("%v (thumbprint %s): %s", ErrCertUntrusted, e.thumb, e.detail)
 }
 
+// Unwrap returns ErrCertUntrusted.
 func (e *untrustedError) Unwrap() error { return ErrCertUntrusted }
 
 // checkServerCert decides trust in the server certificate chain der before

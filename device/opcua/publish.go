@@ -55,8 +55,7 @@ func (s *session) publishLoop(ctx context.Context) {
 			acks = nil
 			inflight++
 			go func() {
-				var res *ua.PublishResponse
-				err := s.c.Send(ctx, req, func(v ua.Response) error { return assign(v, &res) })
+				res, err := send[*ua.PublishResponse](ctx, s, 0, req)
 				select {
 				case results <- pubResult{req: req, res: res, err: err}:
 				case <-ctx.Done():
@@ -214,11 +213,8 @@ func (s *session) handlePublish(ctx context.Context, res *ua.PublishResponse) []
 // republish asks the server for a notification message again (OPC UA Part
 // 4 §5.13.6).
 func (s *session) republish(ctx context.Context, subID, seq uint32) (*ua.NotificationMessage, error) {
-	var res *ua.RepublishResponse
-	cctx, cancel := context.WithTimeout(ctx, time.Duration(s.d.cfg.Timeout))
-	defer cancel()
-	err := s.c.Send(cctx, &ua.RepublishRequest{SubscriptionID: subID, RetransmitSequenceNumber: seq},
-		func(v ua.Response) error { return assign(v, &res) })
+	res, err := send[*ua.RepublishResponse](ctx, s, time.Duration(s.d.cfg.Timeout),
+		&ua.RepublishRequest{SubscriptionID: subID, RetransmitSequenceNumber: seq})
 	if err != nil {
 		return nil, err
 	}

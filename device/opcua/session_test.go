@@ -215,3 +215,34 @@ func TestDriver_Session_C16SessionLostRetriedOnce(t *testing.T) {
 		t.Errorf("server: %d sessions created, %d open; want 2 and 1 (one new session, no loop)", st.CreatedSessions, st.Sessions)
 	}
 }
+
+// Reads whose context ends early never break the secure channel (gopcua
+// v0.8.0 burns a sequence number for a request abandoned before it is
+// written, and the server then closes the channel; see guarded).
+func TestDriver_Read_CancelledContextKeepsChannel(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	d := openDriver(t, testConfig(t, srv, t.TempDir()))
+	p := vpoint("Double", value.Float64)
+	attempts := d.attempts.Load()
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	if v := d.Read(done, []device.Point{p})[0]; v.Quality == value.Good {
+		t.Errorf("Read with a cancelled context = Good")
+	}
+	for i := 0; i < 40; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(i%8)*100*time.Microsecond)
+		d.Read(ctx, []device.Point{p, vpoint("Int32", value.Auto)})
+		cancel()
+	}
+	time.Sleep(300 * time.Millisecond)
+	if v := readOne(t, d, p); !isGood(v) {
+		t.Fatalf("Read after cancelled reads: %s %s", v.Quality, v.Reason)
+	}
+	if n := d.attempts.Load(); n != attempts {
+		t.Errorf("%d reconnections after cancelled reads, want 0", n-attempts)
+	}
+	if st := srv.Stats(); st.CreatedSessions != 1 {
+		t.Errorf("the server created %d sessions, want 1", st.CreatedSessions)
+	}
+}

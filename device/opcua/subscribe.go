@@ -195,10 +195,16 @@ func (d *Driver) groupsSnapshot() []*group {
 	return d.groupList()
 }
 
+// deliver calls fn, one call at a time, until the group is removed.
 func (g *group) deliver(i int, v value.VQT) {
 	g.deliverMu.Lock()
 	defer g.deliverMu.Unlock()
-	g.fn(i, v)
+	g.mu.Lock()
+	removed := g.removed
+	g.mu.Unlock()
+	if !removed {
+		g.fn(i, v)
+	}
 }
 
 // markDown gives every valid point the outage's quality, once per change of
@@ -362,10 +368,7 @@ func (s *session) createSub(ctx context.Context, g *group) error {
 		RequestedMaxKeepAliveCount:  keepAliveCount,
 		PublishingEnabled:           true,
 	}
-	var res *ua.CreateSubscriptionResponse
-	cctx, cancel := context.WithTimeout(ctx, time.Duration(s.d.cfg.Timeout))
-	err := s.c.Send(cctx, req, func(v ua.Response) error { return assign(v, &res) })
-	cancel()
+	res, err := send[*ua.CreateSubscriptionResponse](ctx, s, time.Duration(s.d.cfg.Timeout), req)
 	if err != nil {
 		if code, ok := asStatus(err); ok && pollSubStatus[code&codeMask] {
 			s.d.log.Warn("opcua: the server refused a subscription; polling its tags with Read",
@@ -450,10 +453,7 @@ func (s *session) createItems(ctx context.Context, g *group, idx []int) error {
 			TimestampsToReturn: ua.TimestampsToReturnBoth,
 			ItemsToCreate:      reqs[start:end],
 		}
-		var res *ua.CreateMonitoredItemsResponse
-		cctx, cancel := context.WithTimeout(ctx, time.Duration(s.d.cfg.Timeout))
-		err := s.c.Send(cctx, req, func(v ua.Response) error { return assign(v, &res) })
-		cancel()
+		res, err := send[*ua.CreateMonitoredItemsResponse](ctx, s, time.Duration(s.d.cfg.Timeout), req)
 		if err != nil {
 			if errors.Is(err, ua.StatusBadSubscriptionIDInvalid) {
 				g.mu.Lock()
@@ -615,12 +615,13 @@ func isNodeGone(c ua.StatusCode) bool {
 // monitoredItems calls Server.GetMonitoredItems for a subscription and
 // returns the server handles of its items.
 func (s *session) monitoredItems(ctx context.Context, subID uint32) ([]uint32, error) {
-	cctx, cancel := context.WithTimeout(ctx, time.Duration(s.d.cfg.Timeout))
-	defer cancel()
-	res, err := s.c.Call(cctx, &ua.CallMethodRequest{
+	req := &ua.CallMethodRequest{
 		ObjectID:       ua.NewNumericNodeID(0, id.Server),
 		MethodID:       ua.NewNumericNodeID(0, id.Server_GetMonitoredItems),
 		InputArguments: []*ua.Variant{ua.MustVariant(subID)},
+	}
+	res, err := guarded(ctx, time.Duration(s.d.cfg.Timeout), func(c context.Context) (*ua.CallMethodResult, error) {
+		return s.c.Call(c, req)
 	})
 	if err != nil {
 		return nil, err
@@ -639,11 +640,8 @@ func (s *session) monitoredItems(ctx context.Context, subID uint32) ([]uint32, e
 }
 
 func (s *session) deleteItems(ctx context.Context, subID uint32, ids []uint32) error {
-	var res *ua.DeleteMonitoredItemsResponse
-	cctx, cancel := context.WithTimeout(ctx, time.Duration(s.d.cfg.Timeout))
-	defer cancel()
-	err := s.c.Send(cctx, &ua.DeleteMonitoredItemsRequest{SubscriptionID: subID, MonitoredItemIDs: ids},
-		func(v ua.Response) error { return assign(v, &res) })
+	_, err := send[*ua.DeleteMonitoredItemsResponse](ctx, s, time.Duration(s.d.cfg.Timeout),
+		&ua.DeleteMonitoredItemsRequest{SubscriptionID: subID, MonitoredItemIDs: ids})
 	if err != nil {
 		return fmt.Errorf("delete monitored items: %w", err)
 	}
@@ -651,11 +649,8 @@ func (s *session) deleteItems(ctx context.Context, subID uint32, ids []uint32) e
 }
 
 func (s *session) deleteSub(ctx context.Context, subID uint32) error {
-	var res *ua.DeleteSubscriptionsResponse
-	cctx, cancel := context.WithTimeout(ctx, time.Duration(s.d.cfg.Timeout))
-	defer cancel()
-	err := s.c.Send(cctx, &ua.DeleteSubscriptionsRequest{SubscriptionIDs: []uint32{subID}},
-		func(v ua.Response) error { return assign(v, &res) })
+	_, err := send[*ua.DeleteSubscriptionsResponse](ctx, s, time.Duration(s.d.cfg.Timeout),
+		&ua.DeleteSubscriptionsRequest{SubscriptionIDs: []uint32{subID}})
 	if err != nil && !errors.Is(err, ua.StatusBadSubscriptionIDInvalid) {
 		return fmt.Errorf("delete subscription: %w", err)
 	}

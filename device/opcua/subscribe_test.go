@@ -421,3 +421,24 @@ func TestDriver_ResolvedAddresses_ConvertedAtFirstConnection(t *testing.T) {
 		t.Errorf("after the re-order: vendor %v, other %v; want 42.5 and -1 (the converted URIs)", vs[0].Value, vs[1].Value)
 	}
 }
+
+// A monitored item that disappears from the server (the connection stays
+// up) is noticed by counting the live items against the configured ones,
+// and re-created: never "connected" with nothing flowing.
+func TestDriver_Subscribe_MissingItemRebuilt(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	d := openDriver(t, testConfig(t, srv, t.TempDir()))
+	r := subscribe(t, d, SubscribeOptions{}, vpoint("Temp", value.Float64), vpoint("A", value.Float64))
+	waitValue(t, r, 0, 5*time.Second, "Temp", isGood)
+	waitValue(t, r, 1, 5*time.Second, "A", isGood)
+	if got := srv.Cmd("drop-items Temp")["dropped"]; got != 1.0 {
+		t.Fatalf("dropped %v monitored items on the server, want 1", got)
+	}
+	waitFor(t, 5*time.Second, "the item to be re-created", func() bool { return srv.Stats().MonitoredItems == 2 })
+	srv.Cmd("set Temp 40.5")
+	waitValue(t, r, 0, 5*time.Second, "Temp 40.5 through the re-created item", func(v value.VQT) bool { return isGood(v) && v.Value == 40.5 })
+	if st := srv.Stats(); st.CreatedSessions != 1 || st.Subscriptions != 1 {
+		t.Errorf("server: %d sessions created, %d subscriptions; want 1 and 1", st.CreatedSessions, st.Subscriptions)
+	}
+}

@@ -23,6 +23,7 @@
 //   delete NAME            delete the variable NAME (vendor namespace)
 //   set NAME JSON          set NAME's value
 //   get NAME               NAME's value as JSON (64-bit integers as strings)
+//   drop-items NAME        delete the monitored items on NAME (server side)
 //   kill-sessions          close every session on the server side
 "use strict";
 
@@ -370,6 +371,26 @@ async function main() {
                     if (!n) throw new Error("no variable " + rest);
                     const dv = n.readValue();
                     reply({ value: variantJSON(dv.value), status: dv.statusCode.name });
+                    return;
+                }
+                case "drop-items": {
+                    // delete, behind the client's back, the monitored items
+                    // on variable NAME in every subscription
+                    let dropped = 0;
+                    const target = resolveNodeId("ns=" + vendor.index + ";s=" + rest).toString();
+                    for (const sess of Object.values(server.engine._sessions || {})) {
+                        const pe = sess.publishEngine;
+                        if (!pe) continue;
+                        for (const sub of pe.subscriptions) {
+                            for (const [id, mi] of Object.entries(sub.monitoredItems || {})) {
+                                if (mi.itemToMonitor && mi.itemToMonitor.nodeId && mi.itemToMonitor.nodeId.toString() === target) {
+                                    sub.removeMonitoredItem(parseInt(id, 10));
+                                    dropped++;
+                                }
+                            }
+                        }
+                    }
+                    reply({ dropped });
                     return;
                 }
                 case "kill-sessions": {
