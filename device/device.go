@@ -73,6 +73,13 @@ type Subscriber interface {
 	Subscribe(ctx context.Context, points []Point, fn func(i int, v value.VQT)) error
 }
 
+// IntervalSubscriber is a Subscriber that takes the sampling and publishing
+// interval of the subscription (the tags' scan class; OPC UA Part 4 §5.12.1.2
+// and §5.13.1.2).
+type IntervalSubscriber interface {
+	SubscribeInterval(ctx context.Context, interval time.Duration, points []Point, fn func(i int, v value.VQT)) error
+}
+
 // Browser is implemented by drivers whose device has an address space to
 // browse (OPC UA).
 type Browser interface {

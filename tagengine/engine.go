@@ -120,12 +120,13 @@ type tagState struct {
 }
 
 type group struct {
-	device string
-	drv    device.Driver
-	period time.Duration
-	tags   []*tagState
-	points []device.Point
-	kick   chan struct{}
+	subscribed bool // changes pushed by the driver (device.Subscriber), not polled
+	device     string
+	drv        device.Driver
+	period     time.Duration
+	tags       []*tagState
+	points     []device.Point
+	kick       chan struct{}
 }
 
 // Engine holds the tags and their current values. Create it with New, start
@@ -145,6 +146,7 @@ type Engine struct {
 		m    map[int]*subscriber
 	}
 
+	polled    int          // groups with a scan loop; set by Start
 	progress  atomic.Int64 // unix nanos of the last completed scan
 	scans     atomic.Uint64
 	overruns  atomic.Uint64
@@ -272,6 +274,14 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	e.progress.Store(time.Now().UnixNano())
 	for _, g := range e.groups {
+		if err := e.subscribe(ctx, g); err != nil {
+			cancel()
+			return err
+		}
+		if g.subscribed {
+			continue
+		}
+		e.polled++
 		e.wg.Add(1)
 		go e.scanLoop(ctx, g)
 	}
@@ -336,38 +346,60 @@ func (e *Engine) apply(g *group, vals []value.VQT) {
 		if i >= len(vals) {
 			break
 		}
-		v := vals[i]
-		if v.Time.IsZero() {
-			v.Time = time.Now().UTC()
+		if c, ok := e.update(st, vals[i]); ok {
+			changes = append(changes, c)
 		}
-		if v.Quality.IsGood() || v.Quality.IsUncertain() {
-			v.Value = st.tag.Scale.ToEng(v.Value)
-		}
-		old := st.cur
-		if st.seeded {
-			if v.Quality.IsBad() {
-				v = value.VQT{Value: old.Value, Quality: value.UncertainLastUsableValue, Time: old.Time,
-					Reason: "last value before restart; device: " + v.Reason}
-			} else {
-				st.seeded = false
-			}
-		}
-		if !v.Quality.IsGood() && v.Value == nil {
-			// Keep the last known value with the new quality (DESIGN.md,
-			// REST: value is the last known value when quality is not Good).
-			v.Value = old.Value
-		}
-		if old.Quality == v.Quality && old.Reason == v.Reason && !st.tag.Deadband.Exceeded(old.Value, v.Value) {
-			continue
-		}
-		st.cur = v
-		st.dirty = true
-		changes = append(changes, Change{Path: st.tag.Path, VQT: v})
 	}
 	e.mu.Unlock()
 	if len(changes) > 0 {
 		e.publish(changes)
 	}
+}
+
+// applyOne takes one pushed change (a monitored item) for the i-th tag of g.
+func (e *Engine) applyOne(g *group, i int, v value.VQT) {
+	if i < 0 || i >= len(g.tags) {
+		return
+	}
+	e.mu.Lock()
+	c, ok := e.update(g.tags[i], v)
+	e.mu.Unlock()
+	if ok {
+		e.publish([]Change{c})
+	}
+}
+
+// update sets st's VQT from a driver's v (scaled, seeded values kept as
+// Uncertain_LastUsableValue while the device is away, the last known value
+// kept under a bad quality, the deadband applied) and reports the change.
+// The caller holds e.mu.
+func (e *Engine) update(st *tagState, v value.VQT) (Change, bool) {
+	if v.Time.IsZero() {
+		v.Time = time.Now().UTC()
+	}
+	if v.Quality.IsGood() || v.Quality.IsUncertain() {
+		v.Value = st.tag.Scale.ToEng(v.Value)
+	}
+	old := st.cur
+	if st.seeded {
+		if v.Quality.IsBad() {
+			v = value.VQT{Value: old.Value, Quality: value.UncertainLastUsableValue, Time: old.Time,
+				Reason: "last value before restart; device: " + v.Reason}
+		} else {
+			st.seeded = false
+		}
+	}
+	if !v.Quality.IsGood() && v.Value == nil {
+		// Keep the last known value with the new quality (DESIGN.md,
+		// REST: value is the last known value when quality is not Good).
+		v.Value = old.Value
+	}
+	if old.Quality == v.Quality && old.Reason == v.Reason && !st.tag.Deadband.Exceeded(old.Value, v.Value) {
+		return Change{}, false
+	}
+	st.cur = v
+	st.dirty = true
+	return Change{Path: st.tag.Path, VQT: v}, true
 }
 
 func (e *Engine) publish(changes []Change) {
@@ -415,6 +447,10 @@ func (e *Engine) flushLoop(ctx context.Context) {
 		case <-t.C:
 			if err := e.flush(); err != nil {
 				e.log.Error("persist last values failed", slog.Any("err", err))
+			}
+			if e.polled == 0 {
+				// Only pushed values: this loop's own progress is the proof.
+				e.progress.Store(time.Now().UnixNano())
 			}
 		}
 	}
@@ -551,4 +587,26 @@ func (e *Engine) Plan(name string) ([]PlanStep, error) {
 		}
 	}
 	return out, nil
+}
+
+// subscribe makes g a pushed group when its driver supports monitored items
+// (device.Subscriber, OPC UA Part 4 §5.12): one subscription per device and
+// scan class, the scan period as sampling and publishing interval when the
+// driver takes one (device.IntervalSubscriber).
+func (e *Engine) subscribe(ctx context.Context, g *group) error {
+	fn := func(i int, v value.VQT) { e.applyOne(g, i, v) }
+	var err error
+	switch d := g.drv.(type) {
+	case device.IntervalSubscriber:
+		err = d.SubscribeInterval(ctx, g.period, g.points, fn)
+	case device.Subscriber:
+		err = d.Subscribe(ctx, g.points, fn)
+	default:
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("device %q: subscribe: %w", g.device, err)
+	}
+	g.subscribed = true
+	return nil
 }

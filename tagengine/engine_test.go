@@ -354,3 +354,46 @@ func TestEngine_Seed_RestoresDriverHeldValuesAndMarksReadOnly(t *testing.T) {
 		t.Fatalf("restored value after start: %+v", c)
 	}
 }
+
+// pushDriver pushes changes like OPC UA monitored items.
+type pushDriver struct {
+	*fakeDriver
+	interval time.Duration
+	fn       func(int, value.VQT)
+	ready    chan struct{}
+}
+
+func (p *pushDriver) SubscribeInterval(_ context.Context, iv time.Duration, pts []device.Point, fn func(int, value.VQT)) error {
+	p.interval, p.fn = iv, fn
+	close(p.ready)
+	return nil
+}
+
+func TestEngine_Start_SubscribesInsteadOfPolling(t *testing.T) {
+	drv := &pushDriver{fakeDriver: newFake(), ready: make(chan struct{})}
+	e, err := New(Config{}, map[string]device.Driver{"ua": drv}, []Tag{
+		{Path: "A", Device: "ua", Scan: 250 * time.Millisecond, Point: device.Point{Address: "a", Type: value.Float64}},
+		{Path: "B", Device: "ua", Scan: 250 * time.Millisecond, Point: device.Point{Address: "b", Type: value.Float64}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, _, cancel := e.Subscribe(16)
+	defer cancel()
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Stop(context.Background())
+	<-drv.ready
+	if drv.interval != 250*time.Millisecond {
+		t.Fatalf("subscription interval %v, want the scan class 250ms", drv.interval)
+	}
+	drv.fn(1, value.VQT{Value: 4.5, Quality: value.Good, Time: time.Now()})
+	c := waitQuality(t, ch, value.Good)
+	if c.Path != "B" || c.Value != 4.5 {
+		t.Fatalf("pushed change: %+v", c)
+	}
+	if scans, _ := e.Stats(); scans != 0 {
+		t.Fatalf("a subscribed group was polled %d times", scans)
+	}
+}

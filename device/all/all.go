@@ -5,5 +5,6 @@ package all
 
 import (
 	_ "qubiq.dev/edge/device/modbus" // registers "modbus"
+	_ "qubiq.dev/edge/device/opcua"  // registers "opcua"
 	_ "qubiq.dev/edge/device/sim"    // registers "sim"
 )

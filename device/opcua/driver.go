@@ -22,10 +22,11 @@ func init() { device.Register("opcua", New) }
 
 // Interface guards.
 var (
-	_ device.Driver     = (*Driver)(nil)
-	_ device.Stater     = (*Driver)(nil)
-	_ device.Subscriber = (*Driver)(nil)
-	_ device.Browser    = (*Driver)(nil)
+	_ device.Driver             = (*Driver)(nil)
+	_ device.Stater             = (*Driver)(nil)
+	_ device.Subscriber         = (*Driver)(nil)
+	_ device.IntervalSubscriber = (*Driver)(nil)
+	_ device.Browser            = (*Driver)(nil)
 )
 
 // States reported by Driver.State, beyond device.Stater's "connected",

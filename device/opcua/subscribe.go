@@ -113,6 +113,12 @@ func (d *Driver) Subscribe(ctx context.Context, points []device.Point, fn func(i
 	return d.SubscribeWith(ctx, SubscribeOptions{}, points, fn)
 }
 
+// SubscribeInterval monitors points with interval as both the sampling and
+// the publishing interval (one scan class; device.IntervalSubscriber).
+func (d *Driver) SubscribeInterval(ctx context.Context, interval time.Duration, points []device.Point, fn func(i int, v value.VQT)) error {
+	return d.SubscribeWith(ctx, SubscribeOptions{PublishingInterval: interval, SamplingInterval: interval}, points, fn)
+}
+
 // SubscribeWith makes one subscription with a monitored item per point
 // (sampling interval, queue size 1, discard oldest, optional deadband) and
 // delivers each change to fn(i, vqt) until ctx ends; then the subscription
