@@ -3,13 +3,16 @@ package sandbox
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"qubiq.dev/edge/auth"
 	"qubiq.dev/edge/sandbox/rpc"
+	"qubiq.dev/edge/value"
 )
 
 // benchServices answers tag.read with a prepared row per path and anything
@@ -54,14 +57,44 @@ def empty(args):
     return args["n"]
 `
 
-func benchPool(b *testing.B) *Pool {
+// benchColumns adds the TagReader fast path to benchServices: VQTs from a
+// map, encoded by the sandbox as columns.
+type benchColumns struct {
+	*benchServices
+	tags map[string]value.VQT
+}
+
+func (c *benchColumns) ReadTags(_ context.Context, _ auth.Grant, paths []string) ([]value.VQT, error) {
+	out := make([]value.VQT, len(paths))
+	for i, p := range paths {
+		v, ok := c.tags[p]
+		if !ok {
+			v = value.Bad(value.BadNodeIDUnknown, "unknown tag", time.Now())
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+func newBenchColumns() *benchColumns {
+	c := &benchColumns{benchServices: &benchServices{rows: map[int]json.RawMessage{}}, tags: map[string]value.VQT{}}
+	ts := time.Date(2024, 5, 1, 10, 0, 0, 123456789, time.UTC)
+	for i := range 100 {
+		c.tags["Line1/Motor"+strconv.Itoa(i)+"/Speed"] = value.VQT{Value: 42.5, Quality: value.Good, Time: ts}
+	}
+	return c
+}
+
+func benchPool(b *testing.B) *Pool { return benchPoolWith(b, newBenchColumns()) }
+
+func benchPoolWith(b *testing.B, svc Services) *Pool {
 	b.Helper()
 	cfg := DefaultConfig()
 	cfg.PythonPath = testPython()
 	cfg.DataDir = b.TempDir()
 	cfg.Replicas = 1
 	cfg.GatewayTimeout.Max = 10 * 60 * 1e9
-	p, err := New(cfg, &benchServices{rows: map[int]json.RawMessage{}}, nil)
+	p, err := New(cfg, svc, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -103,6 +136,12 @@ func BenchmarkTagRead_1(b *testing.B) { benchLoop(b, benchPool(b), "read", 1) }
 // BenchmarkTagRead_100 is one system.tag.read of 100 tags (B4: p50 ≤ 80 µs).
 func BenchmarkTagRead_100(b *testing.B) { benchLoop(b, benchPool(b), "read", 100) }
 
+// BenchmarkTagRead_100_Rows is the same through Services.Call with the row
+// answer (a Services without TagReader), for comparison.
+func BenchmarkTagRead_100_Rows(b *testing.B) {
+	benchLoop(b, benchPoolWith(b, &benchServices{rows: map[int]json.RawMessage{}}), "read", 100)
+}
+
 // BenchmarkEmptyCall is the smallest system.* round trip: no params, a null
 // answer (the dispatcher and both JSON codecs, no service work).
 func BenchmarkEmptyCall(b *testing.B) { benchLoop(b, benchPool(b), "empty", 0) }
@@ -143,6 +182,42 @@ while True:
 			b.Fatal(err)
 		}
 		if _, err := rd.ReadFrame(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDispatch_TagRead100 is the daemon's share of a 100-tag
+// system.tag.read: decoding the call frame, the scope check, the
+// TagReader, the column encoding and the result frame (no process).
+func BenchmarkDispatch_TagRead100(b *testing.B) {
+	cfg := DefaultConfig()
+	cfg.PythonPath = testPython()
+	cfg.DataDir = b.TempDir()
+	p, err := New(cfg, newBenchColumns(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sb strings.Builder
+	sb.WriteString(`{"type":"call","exec":"0123456789abcdef","id":5,"method":"tag.read","params":{"paths":[`)
+	for i := range 100 {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(`"Line1/Motor` + strconv.Itoa(i) + `/Speed"`)
+	}
+	sb.WriteString(`]}}`)
+	raw := []byte(sb.String())
+	wr := rpc.NewWriter(io.Discard)
+	grant := auth.Grant{Principal: "bench", Scopes: auth.AllScopes}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		v, err := rpc.Decode(raw)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := wr.WriteResult(p.dispatch(context.Background(), grant, "bench.read", v.(*rpc.Call))); err != nil {
 			b.Fatal(err)
 		}
 	}

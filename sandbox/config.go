@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
 	"time"
 )
@@ -39,6 +40,13 @@ type Config struct {
 	// Queue is the number of runs that may wait for a worker; past it Run
 	// fails with kind busy.
 	Queue int
+	// IndexURL is the package index pip installs from (python.index_url,
+	// a PEP 503 simple index such as https://pypi.org/simple); empty means
+	// offline: wheel uploads only.
+	IndexURL string
+	// Hardening is python.hardening: the optional OS layers of each worker
+	// (Hardening; every layer auto by default).
+	Hardening Hardening
 }
 
 // DefaultPythonPath is the bundled runtime's interpreter on the appliance.
@@ -46,7 +54,8 @@ const DefaultPythonPath = "/usr/lib/qubiq/current/python/bin/python3"
 
 // DefaultConfig returns the defaults of DESIGN.md's daemon config: 2
 // replicas, gateway timeout 10s clamped to [10ms, 10m], node timeout 60s,
-// recycling after 1000 runs or above 192 MiB, a queue of 256, no limits set.
+// recycling after 1000 runs or above 192 MiB, a queue of 256, no limits set,
+// no package index, every hardening layer auto.
 func DefaultConfig() Config {
 	var c Config
 	c.PythonPath = DefaultPythonPath
@@ -58,6 +67,7 @@ func DefaultConfig() Config {
 	c.RecycleAfterRuns = 1000
 	c.RecycleAboveMemory = 192 << 20
 	c.Queue = 256
+	c.Hardening = DefaultHardening()
 	return c
 }
 
@@ -116,6 +126,14 @@ func (c Config) Validate() error {
 	}
 	if c.Queue < 0 {
 		errs = append(errs, fmt.Errorf("python.queue: %d, want >= 0", c.Queue))
+	}
+	if err := c.Hardening.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.IndexURL != "" {
+		if u, err := url.Parse(c.IndexURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("python.index_url: %q, want an http(s) URL of a simple index", c.IndexURL))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -2,21 +2,23 @@
 // pre-started worker processes (DESIGN.md, "Python side"; SANDBOX.md).
 //
 // It owns the worker pool, the transport (sandbox/rpc), the cgroup limits
-// (sandbox/cgroup), the scope table of the system.* methods and their
-// dispatcher, the save-time check of a module, and the worker's Python side
-// (sandbox/python, embedded and written to <data_dir>/run/sandbox at every
-// start).
+// (sandbox/cgroup), the OS hardening of the workers, the scope table of the
+// system.* methods and their dispatcher (the wire forms are in
+// METHODS.md), the save-time check and the linter, the package installs,
+// and the worker's Python side (sandbox/python, embedded and written to
+// <data_dir>/run/sandbox at every start).
 //
 // # Life cycle
 //
 //  1. New(cfg, svc, logger) validates the config.
 //  2. Start(ctx) resolves the interpreter once (symlinks followed; a pyenv
-//     shim or other script is asked for sys.executable once), writes the
-//     Python files, detects the isolation mode, and starts cfg.Replicas
-//     workers. When the interpreter is missing or fails its handshake, Start
-//     returns nil and the pool is degraded: Health says why and every Run
-//     and Check fails with kind runtime_missing. There is no fall back to
-//     another Python.
+//     shim or other script is asked for sys.executable once), finds the
+//     linter, writes the Python files, prepares python-packages, detects
+//     the isolation mode and the hardening layers, and starts cfg.Replicas
+//     workers. When the interpreter is missing or fails its handshake,
+//     Start returns nil and the pool is degraded: Health says why and every
+//     Run and Check fails with kind runtime_missing. There is no fall back
+//     to another Python.
 //  3. SetModule registers the current code of each module (the daemon
 //     loads them from its store at start and after each save, having called
 //     Check); Run runs an entry of a module with a grant.
@@ -36,7 +38,56 @@
 // script from reaching files, network or processes by accident and keep one
 // run from changing what the next sees. They are not a security boundary:
 // the boundary is who may author a script, the scope and write-level checks
-// on the Go side, and the OS limits (cgroups, rlimits, process-group kill).
+// on the Go side, and the OS layers below.
+//
+// # OS layers
+//
+// Limits: cgroup v2 or v1 memory, pids and cpu, else rlimits (Health says
+// which, and what it cannot enforce: in rlimit mode the number of processes
+// is not limited, RLIMIT_NPROC does not bind root). Hardening
+// (python.hardening, each auto|on|off, applied by the sandbox-exec helper
+// on the thread that executes Python, each reported active, disabled or
+// unavailable with the reason):
+//
+//   - no_new_privs: no privilege gain through execve.
+//   - netns: a private network namespace with only a downed loopback: a
+//     worker cannot reach any address, even when a script gets hold of the
+//     socket module (installed packages may import it).
+//   - landlock: the filesystem is cut to the runtime, the worker code and
+//     python-packages (read only) and the worker's private home (its temp
+//     dir, read and write); only the interpreter and its ELF interpreter may
+//     be executed; TCP bind and connect are denied (Landlock ABI ≥ 4), and
+//     abstract UNIX sockets and signals are scoped (ABI ≥ 6).
+//
+// Known gap, closed by Landlock: on CPython 3.11, _posixsubprocess.fork_exec
+// raises no audit event (python/cpython#115322, fixed in later CPython), so
+// a script that reaches sys.modules can fork and exec a program past the
+// audit hook. With Landlock active the fork happens but the exec of anything
+// but the interpreter fails (EACCES), and no file outside the worker's home
+// can be written. Other gaps of the audit hook that the OS layers cover: raw
+// os.write on inherited descriptors (the protocol binds each call to its
+// execution and grant), ctypes and C extensions (no audit events; the
+// package warnings say which packages bring them).
+//
+// # Packages
+//
+// Administrators install wheels into <data_dir>/python-packages (a symlink
+// to one generation under python-packages.d, switched in one rename):
+// from python.index_url with pip's --only-binary=:all:, or from uploaded
+// wheel files with --no-index; every install is the whole manifest of
+// requested packages into a fresh directory, from a wheelhouse that keeps
+// every wheel, so removals and rebuilds need no network. Installed
+// packages' top-level import names (top_level.txt or RECORD) join the
+// allow-list; workers restart one at a time to pick them up. An install
+// names what each package widens and needs acknowledge_widening. The
+// packages live in the data dir, so they survive a replacement of the
+// runtime (same Python minor version).
+//
+// # Lint
+//
+// Lint uses ruff when it finds one (the runtime's bin/, then PATH), else
+// the syntax-only check (compile() in a short-lived isolated interpreter);
+// both give DESIGN.md's diagnostic shape, with the guardrail's findings.
 //
 // # Imports
 //

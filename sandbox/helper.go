@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
 )
 
@@ -24,20 +26,37 @@ var helperReady atomic.Bool
 // MaybeRunHelper must be the first call in the main of every binary that
 // runs a Pool (cmd/qubiqd; TestMain in tests). When os.Args[1] is
 // "sandbox-exec" the process is the worker helper: it joins the worker's
-// cgroups, sets its rlimits and no_new_privs, and executes the interpreter;
-// it never returns (it exits 126 when a step fails, saying which on stderr).
+// cgroups, sets its rlimits, enters a private network namespace, sets
+// no_new_privs, applies Landlock, and executes the interpreter; it never
+// returns (it exits 126 when a step fails, saying which on stderr).
 // Otherwise it records that the helper is available and returns.
 //
-//	<daemon> sandbox-exec [--join FILE]... [--rlimit NAME=VALUE]... [--nnp] -- PYTHON ARGS...
+//	<daemon> sandbox-exec [--join FILE]... [--rlimit NAME=VALUE]... [--netns] [--nnp]
+//	    [--landlock-x FILE]... [--landlock-ro DIR]... [--landlock-rof FILE]... [--landlock-rw DIR]... [--landlock]
+//	    -- PYTHON ARGS...
+//	<daemon> sandbox-exec --probe [--nnp] [--netns] [--landlock-probe]
 //
 // NAME is as (RLIMIT_AS, bytes), core, cpu (seconds), fsize (bytes), nofile
-// or nproc. A Pool started in a binary that did not call MaybeRunHelper runs
-// without the helper: no cgroup v1 confinement and no rlimits (Health says
-// so, and a limit that then cannot be applied fails the worker start).
+// or nproc. The --landlock-* options collect rules (execute+read on files,
+// read on directories, read on files, read+write on directories) that
+// --landlock enforces right before execve, on the thread that calls it
+// (Landlock domains, no_new_privs and network namespaces are per thread and
+// survive execve). --probe applies the named layers to itself and prints
+// which worked as JSON ({"nnp","netns","landlock","landlock_abi"}, an empty
+// string for a layer that worked). A Pool started in a binary that did not
+// call MaybeRunHelper runs without the helper: no cgroup v1 confinement, no
+// rlimits and no hardening (Health says so, and a limit or a layer set "on"
+// that then cannot be applied fails the worker start).
 func MaybeRunHelper() {
 	helperReady.Store(true)
 	if len(os.Args) < 2 || os.Args[1] != helperArg {
 		return
+	}
+	if len(os.Args) > 2 && os.Args[2] == "--probe" {
+		runtime.LockOSThread()
+		b, _ := json.Marshal(probe(os.Args[3:]))
+		os.Stdout.Write(append(b, '\n'))
+		os.Exit(0)
 	}
 	err := runHelper(os.Args[2:])
 	fmt.Fprintf(os.Stderr, "qubiq sandbox-exec: %v\n", err)
@@ -55,9 +74,11 @@ var rlimitNames = map[string]int{
 
 // runHelper confines the process and executes argv; it returns only on error.
 func runHelper(args []string) error {
-	// no_new_privs is per thread: set it on the thread that calls execve.
+	// no_new_privs, the network namespace and the Landlock domain are per
+	// thread: set them all on the thread that calls execve.
 	runtime.LockOSThread()
 	var argv []string
+	var ll llRules
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		next := func() (string, error) {
@@ -99,6 +120,18 @@ func runHelper(args []string) error {
 			if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 				return fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
 			}
+		case "--netns":
+			if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+				return fmt.Errorf("unshare(CLONE_NEWNET): %w", err)
+			}
+		case "--landlock-x", "--landlock-ro", "--landlock-rof", "--landlock-rw":
+			p, err := next()
+			if err != nil {
+				return err
+			}
+			ll.add(a, p)
+		case "--landlock":
+			ll.enforce = true
 		default:
 			return fmt.Errorf("unknown option %q", a)
 		}
@@ -106,5 +139,46 @@ func runHelper(args []string) error {
 	if len(argv) == 0 {
 		return errors.New("no command after --")
 	}
+	if ll.enforce {
+		// Last: from here on the process can only execute the interpreter.
+		if err := ll.restrict(); err != nil {
+			return err
+		}
+	}
 	return fmt.Errorf("exec %s: %w", argv[0], syscall.Exec(argv[0], argv, os.Environ()))
+}
+
+// probe applies each layer named in args to this process and reports which
+// worked; see MaybeRunHelper.
+func probe(args []string) probeResult {
+	var r probeResult
+	if abi, err := llsys.LandlockGetABIVersion(); err == nil {
+		r.LandlockABI = abi
+	}
+	errText := func(err error) string {
+		if err == nil {
+			return ""
+		}
+		return err.Error()
+	}
+	for _, a := range args {
+		switch a {
+		case "--nnp":
+			r.NNP = errText(unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		case "--netns":
+			if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+				r.NetNS = fmt.Sprintf("unshare(CLONE_NEWNET): %v (needs CAP_SYS_ADMIN)", err)
+			}
+		case "--landlock-probe":
+			switch {
+			case r.LandlockABI < 1:
+				r.Landlock = "the kernel has no Landlock (not built in, or not in the lsm= boot list)"
+			default:
+				var ll llRules
+				ll.add("--landlock-ro", "/")
+				r.Landlock = errText(ll.restrict())
+			}
+		}
+	}
+	return r
 }

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -17,7 +18,8 @@ type isolation struct {
 	mgr    *cgroup.Manager
 	helper bool
 	limits cgroup.Limits
-	err    error  // set limits that cannot be applied: every worker start fails
+	harden *hardening
+	err    error  // set limits or "on" layers that cannot be applied: every worker start fails
 	note   string // why a better mode was not used
 }
 
@@ -25,11 +27,12 @@ type isolation struct {
 // overrides QUBIQ_SANDBOX_CGROUP_MODE (auto|cgroup2|cgroup1|rlimit) and
 // QUBIQ_SANDBOX_CGROUP_PARENT (a cgroup path) are read from the daemon's
 // environment.
-func (p *Pool) setupIsolation(_ context.Context) *isolation {
+func (p *Pool) setupIsolation(ctx context.Context) *isolation {
 	iso := &isolation{
 		helper: helperReady.Load() && p.selfExe != "",
 		limits: cgroup.Limits{MemoryMax: p.cfg.MemoryMax, PidsMax: p.cfg.PidsMax, CPUMax: p.cfg.CPUMax},
 	}
+	iso.harden = p.decideHardening(ctx, iso.helper)
 	mgr, err := cgroup.Detect(cgroup.Host{}, cgroup.Options{
 		Mode:   os.Getenv("QUBIQ_SANDBOX_CGROUP_MODE"),
 		Parent: os.Getenv("QUBIQ_SANDBOX_CGROUP_PARENT"),
@@ -37,7 +40,7 @@ func (p *Pool) setupIsolation(_ context.Context) *isolation {
 	if err != nil {
 		iso.mode = cgroup.ModeNone
 		iso.note = err.Error()
-		iso.err = fmt.Errorf("sandbox isolation: %w", err)
+		iso.err = errors.Join(fmt.Errorf("sandbox isolation: %w", err), iso.harden.err)
 		p.logger.Error("sandbox isolation failed", "err", err)
 		return iso
 	}
@@ -58,11 +61,17 @@ func (p *Pool) setupIsolation(_ context.Context) *isolation {
 	} else if iso.limits != (cgroup.Limits{}) {
 		iso.err = fmt.Errorf("limits are set but cannot be applied: %s", iso.note)
 	}
+	if iso.harden.err != nil {
+		iso.err = errors.Join(iso.err, iso.harden.err)
+	}
 	if iso.err != nil {
 		p.logger.Error("sandbox limits cannot be applied: workers will not start", "mode", iso.mode, "err", iso.err)
 	} else if iso.mode != cgroup.ModeCgroup2 && iso.mode != cgroup.ModeCgroup1 {
 		p.logger.Warn("sandbox isolation degraded", "mode", iso.mode, "why", iso.note)
 	}
+	h := iso.harden
+	p.logger.Info("sandbox hardening", "no_new_privs", h.nnp.String(), "netns", h.netns.String(),
+		"landlock", h.landlock.String())
 	return iso
 }
 
@@ -73,7 +82,8 @@ func (iso *isolation) slot(i int) (confined, error) {
 	}
 	var base []string
 	if iso.helper {
-		base = append(base, "--nnp", "--rlimit", "core=0")
+		base = append(base, "--rlimit", "core=0")
+		base = append(base, iso.harden.args()...)
 	}
 	switch iso.mode {
 	case cgroup.ModeCgroup2, cgroup.ModeCgroup1:

@@ -21,7 +21,11 @@ import (
 // cmd/qubiqd does.
 func TestMain(m *testing.M) {
 	MaybeRunHelper()
-	os.Exit(m.Run())
+	code := m.Run()
+	if wheelDir != "" {
+		os.RemoveAll(wheelDir)
+	}
+	os.Exit(code)
 }
 
 // testPython is the interpreter of the tests: PYTHON_PATH when set, else

@@ -145,6 +145,22 @@ type Pool struct {
 	closing   chan struct{}
 	slotErrs  map[int]string
 
+	ruff      string    // the ruff executable, "" for the syntax-only linter
+	tagReader TagReader // the Services' fast path of tag.read, if they have one
+
+	// Packages (packages.go): one install or removal at a time; the
+	// current generation directory and its import names; pkgSeq counts
+	// generations, and restart is closed (and replaced) when it changes so
+	// idle slots restart their worker; roll lets one worker restart at a
+	// time.
+	pkgMu     sync.Mutex
+	pkgGen    string
+	installed []string
+	pkgSeq    atomic.Uint64
+	restart   chan struct{}
+	roll      chan struct{}
+	slots     []slotInfo // under mu
+
 	jobs     chan *job
 	wg       sync.WaitGroup
 	live     atomic.Int64
@@ -171,7 +187,12 @@ func New(cfg Config, svc Services, logger *slog.Logger) (*Pool, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	exe, _ := os.Executable() // "" disables the sandbox-exec helper
+	tr, _ := svc.(TagReader)
 	return &Pool{
+		tagReader:    tr,
+		restart:      make(chan struct{}),
+		roll:         make(chan struct{}, 1),
+		slots:        make([]slotInfo, cfg.Replicas),
 		codeDir:      filepath.Join(cfg.DataDir, "run", "sandbox", "code"),
 		homeDir:      filepath.Join(cfg.DataDir, "run", "sandbox", "home"),
 		packages:     filepath.Join(cfg.DataDir, "python-packages"),
@@ -204,6 +225,15 @@ func (p *Pool) Start(ctx context.Context) error {
 	p.mu.Unlock()
 
 	python, err := resolvePython(ctx, p.cfg.PythonPath)
+	ruff := findRuff(p.cfg.PythonPath, python)
+	p.mu.Lock()
+	p.ruff = ruff
+	p.mu.Unlock()
+	if ruff != "" {
+		p.logger.Info("script linter: ruff", "path", ruff)
+	} else {
+		p.logger.Info("script linter: syntax-only (no ruff in the runtime's bin/ nor on PATH)")
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -220,6 +250,10 @@ func (p *Pool) Start(ctx context.Context) error {
 	}
 	if err := os.MkdirAll(p.homeDir, 0o700); err != nil {
 		p.degrade("failed", fmt.Sprintf("sandbox: create %s: %v", p.homeDir, err))
+		return nil
+	}
+	if err := p.initPackages(); err != nil {
+		p.degrade("failed", err.Error())
 		return nil
 	}
 	iso := p.setupIsolation(ctx)
@@ -285,6 +319,7 @@ func (p *Pool) Start(ctx context.Context) error {
 	for i, w := range workers {
 		if w != nil {
 			p.live.Add(1)
+			p.setSlot(i, w)
 		}
 		p.wg.Add(1)
 		go p.slotLoop(i, w)
@@ -321,10 +356,13 @@ func (p *Pool) setSlotErr(i int, err error) {
 	p.slotErrs[i] = err.Error()
 }
 
-// hello is the first frame of every worker.
-func (p *Pool) hello() *rpc.Hello {
-	return &rpc.Hello{Type: rpc.TypeHello, Allowed: p.allowed, Packages: p.packages,
-		ReadPaths: []string{}}
+// hello is the first frame of a new worker, and the packages generation
+// it carries.
+func (p *Pool) hello() (*rpc.Hello, uint64) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return &rpc.Hello{Type: rpc.TypeHello, Allowed: p.allowed, Packages: p.pkgGen,
+		Installed: append([]string{}, p.installed...), ReadPaths: []string{}}, p.pkgSeq.Load()
 }
 
 // runtimeErr is the error of Run and Check in a degraded pool, or nil.

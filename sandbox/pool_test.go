@@ -406,7 +406,7 @@ func TestModuleProxy_AllowedModules_NoModuleAttributes(t *testing.T) {
 import sys, types, json, importlib
 sys.path.insert(0, sys.argv[1])
 import qubiq_guard as g
-env = g.Env(["math", "json", "datetime", "re", "statistics"], "", [])
+env = g.Env(["math", "json", "datetime", "re", "statistics"], [], "", [])
 run = g.Run(env, object(), None)
 bad = []
 count = 0

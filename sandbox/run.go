@@ -14,8 +14,10 @@ import (
 )
 
 // slotLoop owns worker slot i: it takes jobs while its worker lives and
-// replaces the worker when it dies, is killed, breaks the protocol or is due
-// for recycling. Replacement retries with capped exponential backoff.
+// replaces the worker when it dies, is killed, breaks the protocol, is due
+// for recycling, or runs an older packages generation (then one slot at a
+// time, so the others keep serving: a rolling restart). Replacement retries
+// with capped exponential backoff.
 func (p *Pool) slotLoop(i int, w *worker) {
 	defer p.wg.Done()
 	// ctx ends when the pool closes, so a respawn never delays Close.
@@ -29,13 +31,41 @@ func (p *Pool) slotLoop(i int, w *worker) {
 		}
 	}()
 	backoff := 100 * time.Millisecond
+	rolling := false // this slot holds p.roll
+	release := func() {
+		if rolling {
+			<-p.roll
+			rolling = false
+		}
+	}
+	defer release()
+	discard := func() {
+		p.live.Add(-1)
+		p.slotDown(i)
+		w.kill()
+		w.waitExit(5 * time.Second)
+		w.close()
+		w = nil
+	}
 	for {
+		if w != nil && w.gen != p.pkgSeq.Load() {
+			select {
+			case p.roll <- struct{}{}:
+				rolling = true
+			case <-p.closing:
+				discard()
+				return
+			}
+			p.logger.Info("sandbox worker restarting for the new packages", "slot", i, "pid", w.pid)
+			discard()
+		}
 		if w == nil {
 			conf, err := p.iso.slot(i)
 			if err == nil {
 				w, err = p.startWorker(ctx, conf)
 			}
 			if err != nil {
+				release()
 				p.setSlotErr(i, err)
 				p.logger.Error("sandbox worker failed to start", "slot", i, "err", err, "retry_in", backoff)
 				t := time.NewTimer(backoff)
@@ -48,14 +78,21 @@ func (p *Pool) slotLoop(i int, w *worker) {
 				backoff = min(backoff*2, 10*time.Second)
 				continue
 			}
+			release()
 			p.setSlotErr(i, nil)
 			p.live.Add(1)
+			p.setSlot(i, w)
 			backoff = 100 * time.Millisecond
 		}
+		p.mu.RLock()
+		restart := p.restart
+		p.mu.RUnlock()
 		keep := true
 		select {
 		case <-p.closing:
 			keep = false
+		case <-restart:
+			// A new packages generation: the loop's top restarts the worker.
 		case j := <-p.jobs:
 			p.queued.Add(-1)
 			if !j.state.CompareAndSwap(jobQueued, jobTaken) {
@@ -64,6 +101,7 @@ func (p *Pool) slotLoop(i int, w *worker) {
 			p.busy.Add(1)
 			res, err, k := p.runJob(w, j)
 			p.busy.Add(-1)
+			p.countRun(i)
 			j.done <- jobResult{res: res, err: err}
 			keep = k
 		case f := <-w.frames:
@@ -82,19 +120,12 @@ func (p *Pool) slotLoop(i int, w *worker) {
 			keep = false
 		}
 		if !keep {
-			p.live.Add(-1)
-			w.kill()
-			w.waitExit(5 * time.Second)
-			w.close()
-			w = nil
+			discard()
 		}
 		select {
 		case <-p.closing:
 			if w != nil {
-				p.live.Add(-1)
-				w.kill()
-				w.waitExit(5 * time.Second)
-				w.close()
+				discard()
 			}
 			return
 		default:
@@ -121,17 +152,24 @@ func (p *Pool) runJob(w *worker, j *job) (res RunResult, err error, keep bool) {
 	if w.conf != nil {
 		oomBefore, hasOOM = w.conf.oomKills()
 	}
-	if err := w.send(msg); err != nil {
-		return res, p.workerDied(w, j, name, start, oomBefore, hasOOM, false), false
-	}
-	w.cached[m.name] = m
-	w.runs++
 
 	// The grant of this execution: held here, in Go, for this worker and
 	// execution id only. Nothing the worker sends is read into it.
 	grant := j.grant
 	runCtx, cancel := context.WithDeadline(j.ctx, start.Add(j.timeout))
 	defer cancel()
+	bd := &binding{execID: execID, serve: func(c *rpc.Call) *rpc.Result {
+		return p.dispatch(runCtx, grant, name, c)
+	}}
+	w.bound.Store(bd)
+	defer w.bound.CompareAndSwap(bd, nil)
+
+	if err := w.send(msg); err != nil {
+		return res, p.workerDied(w, j, name, start, oomBefore, hasOOM, false), false
+	}
+	w.cached[m.name] = m
+	w.runs++
+
 	// A service call in flight ends when the worker dies (killed at the
 	// timeout, from outside, or by the OOM killer).
 	go func() {
@@ -322,15 +360,19 @@ func (p *Pool) dispatch(ctx context.Context, g auth.Grant, run string, c *rpc.Ca
 	scope, err := ScopeFor(c.Method)
 	if err != nil {
 		p.logger.Warn("system call refused", "run", run, "principal", g.Principal, "method", c.Method, "why", "unknown namespace")
+		p.auditRefusal(g, c.Method, err)
 		r.Error = &rpc.CallError{Kind: "permission_denied", Message: "refused: " + err.Error()}
 		return r
 	}
 	if !g.Expires.IsZero() && time.Now().After(g.Expires) {
-		r.Error = &rpc.CallError{Kind: "permission_denied", Message: (&auth.DeniedError{Kind: "expired", Need: "an unexpired grant", Target: target}).Error()}
+		de := &auth.DeniedError{Kind: "expired", Need: "an unexpired grant", Target: target}
+		p.auditRefusal(g, c.Method, de)
+		r.Error = &rpc.CallError{Kind: "permission_denied", Message: de.Error()}
 		return r
 	}
 	if err := g.RequireScope(scope, target); err != nil {
 		p.logger.Info("system call refused", "run", run, "principal", g.Principal, "method", c.Method, "scope", scope)
+		p.auditRefusal(g, c.Method, err)
 		r.Error = &rpc.CallError{Kind: "permission_denied", Message: err.Error(), Scope: string(scope)}
 		return r
 	}
@@ -338,7 +380,12 @@ func (p *Pool) dispatch(ctx context.Context, g auth.Grant, run string, c *rpc.Ca
 	if len(params) == 0 {
 		params = json.RawMessage("null")
 	}
-	v, err := p.svc.Call(ctx, g, c.Method, params)
+	var v json.RawMessage
+	if c.Method == "tag.read" && p.tagReader != nil {
+		v, err = readTagColumns(ctx, p.tagReader, g, params)
+	} else {
+		v, err = p.svc.Call(ctx, g, c.Method, params)
+	}
 	if err != nil {
 		var de *auth.DeniedError
 		if errors.As(err, &de) {
@@ -357,6 +404,21 @@ func (p *Pool) dispatch(ctx context.Context, g auth.Grant, run string, c *rpc.Ca
 	r.OK = true
 	r.Value = v
 	return r
+}
+
+// RefusalAuditor is an optional interface of Services: the dispatcher
+// reports each system.* call it refuses itself (an unknown namespace, an
+// expired grant, a missing scope) so the daemon can audit it (DESIGN.md,
+// "Audit": one record per refusal). Refusals the Services decide
+// themselves they audit themselves.
+type RefusalAuditor interface {
+	AuditRefusal(g auth.Grant, method string, reason error)
+}
+
+func (p *Pool) auditRefusal(g auth.Grant, method string, reason error) {
+	if a, ok := p.svc.(RefusalAuditor); ok {
+		a.AuditRefusal(g, method, reason)
+	}
 }
 
 func truncate(s string, n int) string {

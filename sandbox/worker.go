@@ -45,6 +45,25 @@ type worker struct {
 	threads int         // thread count after the handshake: more after a run means a leaked thread
 	killed  atomic.Bool // set when the daemon killed it
 	discard sync.Once
+	gen     uint64    // the packages generation it was started with (Pool.pkgSeq)
+	started time.Time // when its handshake completed
+
+	// wmu serialises writes to the worker: exec frames from the slot's
+	// goroutine, results from the reader.
+	wmu sync.Mutex
+	// bound is the execution in flight: its id and how its calls are
+	// served. The reader serves call frames itself (no hand-off to another
+	// goroutine on the hot path of system.* calls); it clears bound when it
+	// sees the run's done frame, so no call after it is served.
+	bound atomic.Pointer[binding]
+}
+
+// binding is one execution's id and the function that serves its calls
+// with the execution's grant and context (captured in the closure; nothing
+// a worker sends can change them).
+type binding struct {
+	execID string
+	serve  func(*rpc.Call) *rpc.Result
 }
 
 // confined is the OS confinement of one worker slot: cgroup leaves or
@@ -172,17 +191,22 @@ func (p *Pool) startWorker(ctx context.Context, conf confined) (*worker, error) 
 	}()
 	go w.read()
 
-	if err := w.handshake(ctx, p.hello(), p.startTimeout); err != nil {
+	hello, gen := p.hello()
+	w.gen = gen
+	if err := w.handshake(ctx, hello, p.startTimeout); err != nil {
 		w.kill()
 		w.waitExit(2 * time.Second)
 		w.close()
 		return nil, err
 	}
+	w.started = time.Now()
 	return w, nil
 }
 
 // read decodes frames from the worker until its stream ends or the worker is
-// discarded.
+// discarded. It serves the call frames of the bound execution itself and
+// hands every other frame (and calls that do not name the bound execution,
+// which the slot treats as protocol violations) to the slot's goroutine.
 func (w *worker) read() {
 	r := rpc.NewReader(w.fromW)
 	for {
@@ -192,6 +216,20 @@ func (w *worker) read() {
 			f.err = err
 		} else {
 			f.msg, f.err = rpc.Decode(b)
+			switch m := f.msg.(type) {
+			case *rpc.Call:
+				if bd := w.bound.Load(); bd != nil && m.Exec == bd.execID {
+					res := bd.serve(m)
+					if err := w.sendResult(res); err != nil {
+						w.kill() // the slot sees it exit
+					}
+					continue
+				}
+			case *rpc.Done:
+				if bd := w.bound.Load(); bd != nil && m.Exec == bd.execID {
+					w.bound.CompareAndSwap(bd, nil)
+				}
+			}
 		}
 		select {
 		case w.frames <- f:
@@ -205,7 +243,7 @@ func (w *worker) read() {
 }
 
 func (w *worker) handshake(ctx context.Context, hello *rpc.Hello, timeout time.Duration) error {
-	if err := w.wr.WriteMessage(hello); err != nil {
+	if err := w.send(hello); err != nil {
 		return fmt.Errorf("sandbox: worker %d: send hello: %w", w.pid, err)
 	}
 	t := time.NewTimer(timeout)
@@ -236,6 +274,8 @@ func (w *worker) handshake(ctx context.Context, hello *rpc.Hello, timeout time.D
 
 // send writes one message to the worker.
 func (w *worker) send(v any) error {
+	w.wmu.Lock()
+	defer w.wmu.Unlock()
 	if err := w.wr.WriteMessage(v); err != nil {
 		return fmt.Errorf("sandbox: worker %d: send: %w", w.pid, err)
 	}
@@ -245,6 +285,8 @@ func (w *worker) send(v any) error {
 // sendResult writes the answer to a call. An answer too large for a frame
 // is sent as a failed call instead.
 func (w *worker) sendResult(r *rpc.Result) error {
+	w.wmu.Lock()
+	defer w.wmu.Unlock()
 	err := w.wr.WriteResult(r)
 	if errors.Is(err, rpc.ErrFrameTooLarge) {
 		r.OK, r.Value = false, nil

@@ -1,7 +1,8 @@
 """Save-time check of a QUBIQ Edge script module.
 
 Run as `python -I -S qubiq_check.py <code-dir>` with a JSON request on stdin:
-{"module": "...", "source": "...", "allowed": [...], "packages": "..."}.
+{"module": "...", "source": "...", "allowed": [...], "installed": [...]}
+(installed: the top-level import names of the installed packages).
 It compiles the source (never runs it) and prints one JSON object on stdout:
 {"entries": [{"name", "timeout_ms" (null when absent), "line"}],
  "diagnostics": [{"line", "column", "end_line", "end_column", "code",
@@ -20,7 +21,7 @@ def main():
     req = json.loads(sys.stdin.buffer.read().decode("utf-8"))
     source = req["source"]
     allowed = set(req["allowed"])
-    installed = guard.installed_roots(req["packages"]) if req.get("packages") else set()
+    installed = set(req.get("installed") or [])
     filename = "<script %s>" % req["module"]
     tree, diags = guard.parse(source, filename)
     entries = []

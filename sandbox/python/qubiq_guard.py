@@ -88,33 +88,6 @@ def check_attr_name(name):
 
 # ---------------------------------------------------------------- allow-list
 
-def installed_roots(packages):
-    """Top-level import names installed in the packages directory, without
-    names of the standard library and private names."""
-    out = set()
-    try:
-        entries = os.listdir(packages)
-    except OSError:
-        return out
-    for e in entries:
-        if e.startswith(("_", ".")) or e.endswith((".dist-info", ".egg-info", ".pth", ".data")):
-            continue
-        name = e
-        full = os.path.join(packages, e)
-        if os.path.isdir(full):
-            if e in ("bin", "include", "share"):
-                continue
-        elif e.endswith(".py"):
-            name = e[:-3]
-        elif e.endswith(".so"):
-            name = e.split(".", 1)[0]
-        else:
-            continue
-        if name.isidentifier() and name not in sys.stdlib_module_names:
-            out.add(name)
-    return out
-
-
 def allow_list_text(allowed, installed):
     base = ", ".join(sorted(allowed))
     inst = ", ".join(sorted(installed)) if installed else "none"
@@ -640,10 +613,12 @@ class Env:
     """Per-worker guardrail state: the allow-list, the base builtins, the
     audit hook and the module-level objects of the allowed modules."""
 
-    def __init__(self, allowed, packages, read_dirs):
+    def __init__(self, allowed, installed, packages, read_dirs):
         self.allowed = frozenset(allowed)
         self.packages = packages
-        self.installed = frozenset(installed_roots(packages)) if packages else frozenset()
+        # Top-level import names of the installed packages, read by the
+        # daemon from each wheel's top_level.txt or RECORD.
+        self.installed = frozenset(n for n in installed if n.isidentifier() and not n.startswith("_"))
         self.audit = Audit(read_dirs)
         self.shared = set()
         self._noted = set()

@@ -16,7 +16,8 @@ MAX_FRAME = 16 << 20
 # "str", "int", "bool", "list[str]", "json", "object".
 MESSAGES = {
     "hello": [("type", "str", True), ("allowed", "list[str]", True),
-              ("packages", "str", True), ("read_paths", "list[str]", True)],
+              ("packages", "str", True), ("installed", "list[str]", True),
+              ("read_paths", "list[str]", True)],
     "ready": [("type", "str", True), ("pid", "int", True), ("python", "str", True),
               ("executable", "str", True)],
     "exec": [("type", "str", True), ("exec", "str", True), ("module", "str", True),
@@ -115,6 +116,18 @@ def encode(msg, default=None):
     return _HEADER.pack(len(body)) + body
 
 
+def dumps(obj):
+    """obj as compact UTF-8 JSON bytes (the encoding of frames)."""
+    return _ENCODER.encode(obj).encode("utf-8")
+
+
+def frame(body):
+    """One frame of an already encoded body (bytes)."""
+    if len(body) > MAX_FRAME:
+        raise ProtocolError("frame of %d bytes exceeds the maximum" % len(body))
+    return _HEADER.pack(len(body)) + body
+
+
 class Channel:
     """Frames in from one fd, frames out to another."""
 
@@ -137,10 +150,23 @@ class Channel:
     def recv(self, check=True):
         """The next message. check=False skips the field-by-field validation
         (the caller checks the few fields it reads)."""
+        if not self._buf:
+            # The common case: one read returns exactly one whole frame.
+            chunk = os.read(self._r, 65536)
+            if not chunk:
+                raise EOFError("daemon closed the channel")
+            if len(chunk) >= 4 and _HEADER.unpack_from(chunk)[0] == len(chunk) - 4:
+                return self._decode(chunk[4:], check)
+            self._buf += chunk
         (n,) = _HEADER.unpack(self._read_exact(4))
         if n > MAX_FRAME:
             raise ProtocolError("frame of %d bytes exceeds the maximum" % n)
-        body = self._read_exact(n)
+        return self._decode(self._read_exact(n), check)
+
+    @staticmethod
+    def _decode(body, check):
+        if len(body) > MAX_FRAME:
+            raise ProtocolError("frame of %d bytes exceeds the maximum" % len(body))
         try:
             msg = json.loads(body.decode("utf-8"))
         except ValueError as e:

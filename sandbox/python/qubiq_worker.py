@@ -15,7 +15,9 @@ import sys
 if __name__ == "__main__":
     sys.path.insert(0, sys.argv[1])
 
+import base64
 import datetime as _dt
+import functools
 import itertools
 import json
 import linecache
@@ -68,6 +70,31 @@ class QualifiedValue:
             self.path, self.value, self.quality, self.timestamp)
 
 
+def _from_columns(paths, c):
+    """QualifiedValues from the column answer of tag.read (sandbox/METHODS.md):
+    {"v": [...], "q": str | [...], "t": str | [...], "r": {"index": reason}}."""
+    n = len(paths)
+    v = c["v"]
+    q = c["q"]
+    t = c["t"]
+    if len(v) != n or (type(q) is list and len(q) != n) or (type(t) is list and len(t) != n):
+        raise CallError("system.tag.read: the daemon answered %d values for %d paths" % (len(v), n))
+    if type(q) is not list:
+        q = _repeat(q, n)
+    if type(t) is not list:
+        t = _repeat(t, n)
+    out = list(map(QualifiedValue, paths, v, q, t, _repeat(None, n)))
+    r = c.get("r")
+    if r:
+        for i, reason in r.items():
+            out[int(i)].reason = reason
+    return out
+
+
+_repeat = itertools.repeat
+
+
+@functools.lru_cache(maxsize=512)
 def _parse_time(s):
     if not s:
         return None
@@ -93,6 +120,41 @@ def _json_default(o):
     if isinstance(o, (set, frozenset, tuple)):
         return list(o)
     raise TypeError("Object of type %s is not JSON serializable" % type(o).__name__)
+
+
+def _arg_default(o):
+    """Arguments of system.* calls: datetimes and bytes as the tagged values
+    of sandbox/METHODS.md ({"$dt": RFC 3339 UTC}, {"$bytes": base64})."""
+    if isinstance(o, _dt.datetime):
+        if o.tzinfo is None:
+            o = o.replace(tzinfo=_UTC)
+        return {"$dt": o.astimezone(_UTC).isoformat().replace("+00:00", "Z")}
+    if isinstance(o, (bytes, bytearray, memoryview)):
+        return {"$bytes": base64.b64encode(bytes(o)).decode("ascii")}
+    return _json_default(o)
+
+
+def _untag(v):
+    """Results of system.* calls: the tagged values of sandbox/METHODS.md back
+    into datetime (UTC), bytes and float."""
+    if type(v) is list:
+        return [_untag(x) for x in v]
+    if type(v) is dict:
+        if len(v) == 1:
+            k, x = next(iter(v.items()))
+            if k == "$dt" and type(x) is str:
+                t = _parse_time(x)
+                if t is not None:
+                    return t
+            elif k == "$bytes" and type(x) is str:
+                try:
+                    return base64.b64decode(x, validate=True)
+                except ValueError:
+                    pass
+            elif k == "$float" and x in ("nan", "inf", "-inf"):
+                return float(x)
+        return {k: _untag(x) for k, x in v.items()}
+    return v
 
 
 def _dumps(v):
@@ -125,13 +187,28 @@ def _paths(paths, what):
 
 
 class _Tag(_Namespace):
-    __slots__ = ()
+    # _rc caches the last path list read and its JSON: a script that polls
+    # the same tags in a loop does not pay for encoding them each time.
+    __slots__ = ("_rc",)
+
+    def __init__(self, call):
+        _Namespace.__init__(self, call)
+        object.__setattr__(self, "_rc", None)
 
     def read(self, paths):
         """Read tags: a list of QualifiedValue, one per path, in order."""
-        rows = self._call("tag.read", {"paths": _paths(paths, "system.tag.read")})
+        rc = self._rc
+        if rc is not None and type(paths) is list and rc[0] == paths:
+            paths, raw = rc
+        else:
+            paths = _paths(paths, "system.tag.read")
+            raw = rpc.dumps({"paths": paths})
+            object.__setattr__(self, "_rc", (paths, raw))
+        res = self._call("tag.read", None, raw)
+        if type(res) is dict:
+            return _from_columns(paths, res)
         return [QualifiedValue(r.get("path"), r.get("value"), r.get("quality"),
-                               r.get("timestamp"), r.get("reason")) for r in rows]
+                               r.get("timestamp"), r.get("reason")) for r in res]
 
     def write(self, paths, values):
         """Write tags: a list of quality names ("Good" when written), one per path."""
@@ -159,7 +236,7 @@ class _DB(_Namespace):
 
     def beginTransaction(self, database=None, isolation=None, timeoutMs=60000):
         return self._call("db.beginTransaction", {"database": database, "isolation": isolation,
-                                                  "timeout_ms": timeoutMs})
+                                                  "timeoutMs": timeoutMs})
 
     def commitTransaction(self, tx):
         return self._call("db.commitTransaction", {"tx": tx})
@@ -177,7 +254,7 @@ class _Hist(_Namespace):
     def getTrends(self, paths, start, end, intervalMs=None, aggregate="raw"):
         return self._call("hist.getTrends", {"paths": _paths(paths, "system.hist.getTrends"),
                                              "start": start, "end": end,
-                                             "interval_ms": intervalMs, "aggregate": aggregate})
+                                             "intervalMs": intervalMs, "aggregate": aggregate})
 
 
 class _Vars(_Namespace):
@@ -286,13 +363,20 @@ class Worker:
         counter = itertools.count(1)
         ch = self.ch
 
-        def call(method, params):
+        exec_b = exec_id.encode("ascii")
+
+        def call(method, params, raw=None):
+            """Call system.<method>; raw, when given, is params already encoded."""
             cid = next(counter)
-            try:
-                frame = rpc.encode({"type": "call", "exec": exec_id, "id": cid, "method": method,
-                                    "params": params}, default=_json_default)
-            except (TypeError, ValueError) as e:
-                raise TypeError("system.%s: the arguments are not JSON values: %s" % (method, e)) from None
+            if raw is not None:
+                frame = rpc.frame(b'{"type":"call","exec":"%s","id":%d,"method":"%s","params":%s}'
+                                  % (exec_b, cid, method.encode("ascii"), raw))
+            else:
+                try:
+                    frame = rpc.encode({"type": "call", "exec": exec_id, "id": cid, "method": method,
+                                        "params": params}, default=_arg_default)
+                except (TypeError, ValueError) as e:
+                    raise TypeError("system.%s: the arguments are not JSON values: %s" % (method, e)) from None
             ch.send_frame(frame)
             try:
                 msg = ch.recv(check=False)
@@ -304,7 +388,10 @@ class Worker:
                 self.broken = True
                 raise Fatal("expected the result of call %d, got %s" % (cid, msg["type"]))
             if msg["ok"]:
-                return msg.get("value")
+                v = msg.get("value")
+                if raw is None and (type(v) is list or type(v) is dict):
+                    return _untag(v)
+                return v
             err = msg.get("error") or {}
             if err.get("kind") == "permission_denied":
                 raise PermissionDenied(err.get("message", "permission denied"))
@@ -434,7 +521,7 @@ def main():
     if packages and os.path.isdir(packages) and packages not in sys.path:
         sys.path.append(packages)
     read_dirs = [p for p in sys.path if p] + [sys.argv[1], packages] + list(hello["read_paths"] or [])
-    env = guard.Env(hello["allowed"] or [], packages, read_dirs)
+    env = guard.Env(hello["allowed"] or [], hello["installed"] or [], packages, read_dirs)
     env.install_audit_hook()
     ch.send({"type": "ready", "pid": os.getpid(), "python": sys.version.split()[0],
              "executable": sys.executable})

@@ -56,14 +56,18 @@ const (
 
 // Hello is the daemon's first frame to a new worker (daemon → worker). Allowed
 // lists the import root names scripts may import besides the installed
-// packages (which the worker finds in Packages, a directory on its module
-// path); ReadPaths are the directories the worker's audit hook lets code read
-// while a script runs (the standard library, Packages and the worker's own
-// code directory are always readable).
+// packages; Packages is the directory of the installed packages (one
+// generation of <data_dir>/python-packages, put on the module path) and
+// Installed their top-level import names, which scripts may import too
+// (read by the daemon from each wheel's top_level.txt or RECORD); ReadPaths
+// are the directories the worker's audit hook lets code read while a script
+// runs (the standard library, Packages and the worker's own code directory
+// are always readable).
 type Hello struct {
 	Type      Type     `json:"type"`
 	Allowed   []string `json:"allowed"`
 	Packages  string   `json:"packages"`
+	Installed []string `json:"installed"`
 	ReadPaths []string `json:"read_paths"`
 }
 
@@ -323,6 +327,9 @@ func PeekType(b []byte) (Type, error) {
 // *Exec, *Call, *Result, *Log or *Done. Unknown fields are ignored; an unknown
 // type or invalid JSON is an error wrapping ErrMalformed.
 func Decode(b []byte) (any, error) {
+	if c, ok := decodeCall(b); ok {
+		return c, nil
+	}
 	t, err := PeekType(b)
 	if err != nil {
 		return nil, err
@@ -350,4 +357,64 @@ func Decode(b []byte) (any, error) {
 		return nil, fmt.Errorf("%w: %s: %v", ErrMalformed, t, err)
 	}
 	return v, nil
+}
+
+// decodeCall decodes a call frame in the exact form the Python side writes
+// ({"type":"call","exec":"…","id":N,"method":"…","params":…}, compact, no
+// escapes in exec and method) without reflection: the hot path of every
+// system.* call. Params must be valid JSON and is copied as it is. Any
+// other form returns false and goes through encoding/json.
+func decodeCall(b []byte) (*Call, bool) {
+	const (
+		p1 = `{"type":"call","exec":"`
+		p2 = `,"id":`
+		p3 = `,"method":"`
+		p4 = `,"params":`
+	)
+	if !bytes.HasPrefix(b, []byte(p1)) || len(b) < len(p1)+len(p2)+len(p3)+len(p4)+4 || b[len(b)-1] != '}' {
+		return nil, false
+	}
+	rest := b[len(p1):]
+	i := bytes.IndexByte(rest, '"')
+	if i < 0 || bytes.IndexByte(rest[:i], '\\') >= 0 {
+		return nil, false
+	}
+	c := &Call{Type: TypeCall, Exec: string(rest[:i])}
+	rest = rest[i+1:]
+	if !bytes.HasPrefix(rest, []byte(p2)) {
+		return nil, false
+	}
+	rest = rest[len(p2):]
+	j := 0
+	for j < len(rest) && j < 19 && rest[j] >= '0' && rest[j] <= '9' {
+		j++
+	}
+	if j == 0 || (j > 1 && rest[0] == '0') {
+		return nil, false
+	}
+	id, err := strconv.ParseInt(string(rest[:j]), 10, 64)
+	if err != nil {
+		return nil, false
+	}
+	c.ID = id
+	rest = rest[j:]
+	if !bytes.HasPrefix(rest, []byte(p3)) {
+		return nil, false
+	}
+	rest = rest[len(p3):]
+	k := bytes.IndexByte(rest, '"')
+	if k < 0 || bytes.IndexByte(rest[:k], '\\') >= 0 {
+		return nil, false
+	}
+	c.Method = string(rest[:k])
+	rest = rest[k+1:]
+	if !bytes.HasPrefix(rest, []byte(p4)) {
+		return nil, false
+	}
+	params := rest[len(p4) : len(rest)-1]
+	if len(params) == 0 || !json.Valid(params) {
+		return nil, false
+	}
+	c.Params = append(json.RawMessage(nil), params...)
+	return c, true
 }

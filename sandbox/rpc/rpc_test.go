@@ -18,7 +18,7 @@ import (
 func samples() map[Type]any {
 	return map[Type]any{
 		TypeHello: &Hello{Type: TypeHello, Allowed: []string{"json", "math"}, Packages: "/var/lib/qubiq/python-packages",
-			ReadPaths: []string{"/opt/x"}},
+			Installed: []string{"qpkg"}, ReadPaths: []string{"/opt/x"}},
 		TypeReady: &Ready{Type: TypeReady, PID: 4242, Python: "3.11.2", Executable: "/usr/bin/python3.11"},
 		TypeExec: &Exec{Type: TypeExec, Exec: "0123456789abcdef", Module: "pumps", Version: 7, Entry: "start",
 			Source: "def start(args):\n    return 'é'\n", Args: json.RawMessage(`{"rpm":1500,"big":18446744073709551615}`)},
