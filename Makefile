@@ -10,8 +10,10 @@ PYTHON  ?= $(shell readlink -f /usr/bin/python3 2>/dev/null)
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X qubiq.dev/edge/daemon.Version=$(VERSION)
 PKGS    := ./...
+# PostgreSQL for system.db tests: the role and database scripts/ensure-deps.sh makes.
+export QUBIQ_TEST_PG_DSN ?= postgres://qubiq_test:qubiq_test@127.0.0.1:5432/qubiq_test?sslmode=disable
 
-.PHONY: all build run test test-unit test-integration test-long bench bench-modbus lint deps deps-go deps-system clean
+.PHONY: all build run test test-unit test-integration test-long bench bench-modbus bench-api bench-sandbox lint deps deps-go deps-system clean
 
 all: build
 
@@ -54,10 +56,16 @@ test-long: deps
 
 # Benchmarks run their peers side by side and end with one line
 # `bench-NAME: key=value ...` (bench/README.md says how to read them).
-bench: bench-modbus
+bench: bench-modbus bench-api bench-sandbox
 
 bench-modbus: deps build
 	bench/modbus/run.sh
+
+bench-api: deps build
+	PYTHON_PATH=$(PYTHON) bench/api/run.sh
+
+bench-sandbox: deps build
+	PYTHON_PATH=$(PYTHON) bench/sandbox/run.sh
 
 clean:
 	rm -rf $(BIN) build var

@@ -53,6 +53,10 @@ type Deps struct {
 	Users    UserAdmin
 	LiveView LiveView
 	Live     LiveValues
+	// Data serves the system.* data routes (issue 4; data_deps.go):
+	// named queries, history, vars, files, messages.
+	Data    Data
+	Sandbox SandboxAdmin // script sandbox administration: /sandbox/... (routes_sandbox.go)
 	// TLS describes the listener's certificate for GET /health ("tls");
 	// nil when the listener speaks plain HTTP.
 	TLS *apitypes.TLSInfo

@@ -55,6 +55,7 @@ const (
 	depUsers
 	depLiveView
 	depLive
+	depData
 )
 
 func (d Deps) has(x dep) bool {
@@ -79,6 +80,8 @@ func (d Deps) has(x dep) bool {
 		return d.LiveView != nil
 	case depLive:
 		return d.Live != nil && d.Tags != nil
+	case depData:
+		return d.Data != nil
 	}
 	return true
 }
@@ -86,7 +89,7 @@ func (d Deps) has(x dep) bool {
 // String names the dependency for the 501 detail.
 func (x dep) String() string {
 	return [...]string{"none", "tags", "scripts", "API keys", "health", "devices", "provisioning",
-		"sessions", "users", "LiveView", "live values"}[x]
+		"sessions", "users", "LiveView", "live values", "data services"}[x]
 }
 
 // handlerFunc handles one route. g is the caller's grant (the zero Grant on
@@ -168,6 +171,9 @@ var routes = []route{
 	{method: "GET", path: prefix + "/liveview/views", need: scope(auth.TagRead), dep: depLiveView, handle: (*Server).listViews},
 	{method: "GET", path: prefix + "/liveview/views/{panel}/events", need: scope(auth.TagRead), dep: depLiveView, handle: (*Server).panelEvents},
 }
+
+func init() { routes = append(routes, dataRoutes...) }    // the system.* data routes (routes_data.go)
+func init() { routes = append(routes, sandboxRoutes...) } // sandbox administration (routes_sandbox.go)
 
 // defaultLongWrite is Config.LongWriteTimeout's default: the longest script
 // timeout python.gateway_timeout allows (10 min), plus a margin.

@@ -178,6 +178,12 @@ func (h healthAPI) Health(context.Context) apitypes.Health {
 		out.Status = apitypes.HealthDegraded
 		out.Reasons = append(out.Reasons, "audit log cannot commit: "+st.LastError.Error())
 	}
+	if s.Data != nil {
+		if al := s.Data.Alarms(); len(al) > 0 { // history retention, commits, overflow (data.go)
+			out.Status = apitypes.HealthDegraded
+			out.Reasons = append(out.Reasons, al...)
+		}
+	}
 	return out
 }
 

@@ -48,6 +48,7 @@ type System struct {
 	Engine  *tagengine.Engine
 	API     *api.Server
 	Scripts *Scripts
+	Data    *Data // system.* beyond tags: vars, history, files, db, messages (data.go)
 
 	devices map[string]device.Driver
 	started time.Time
@@ -84,6 +85,9 @@ func New(ctx context.Context, cfg *config.Daemon, log *slog.Logger) (_ *System, 
 	if err := s.bootstrap(); err != nil {
 		return nil, err
 	}
+	if s.Data, err = NewData(s); err != nil {
+		return nil, err
+	}
 	if s.Scripts, err = newScripts(ctx, s); err != nil {
 		return nil, err
 	}
@@ -98,6 +102,8 @@ func New(ctx context.Context, cfg *config.Daemon, log *slog.Logger) (_ *System, 
 		APIKeys: keysAPI{s},
 		Health:  healthAPI{s},
 		Devices: devicesAPI{s},
+		Data:    DataAPI(s.Data),
+		Sandbox: newSandboxAdmin(s.Scripts.pool, s.auditAdmin, log.With("subsystem", "sandbox")), // sandbox_admin routes
 	}), log.With("subsystem", "api"))
 	if err != nil {
 		return nil, err
@@ -149,7 +155,9 @@ func (s *System) loadProject() error {
 
 // BuildDevices makes a driver for every device of the project and checks
 // its config. Every error is reported, each naming the device and the line.
-func BuildDevices(p *config.Project, log *slog.Logger) (map[string]device.Driver, error) {
+// OPC UA devices get their trust store under <dataDir>/pki unless their
+// config names one (DESIGN.md, Data directory).
+func BuildDevices(p *config.Project, dataDir string, log *slog.Logger) (map[string]device.Driver, error) {
 	devs := map[string]device.Driver{}
 	var errs []error
 	for _, dc := range p.Devices {
@@ -162,7 +170,11 @@ func BuildDevices(p *config.Project, log *slog.Logger) (map[string]device.Driver
 			errs = append(errs, fmt.Errorf("%s:%d: device %q: unknown driver %q (have %v)", p.File, dc.Line, dc.Name, dc.Driver, device.Drivers()))
 			continue
 		}
-		d, err := f(device.Config{Name: dc.Name, Raw: dc.Raw, Logger: log.With("device", dc.Name)})
+		raw := dc.Raw
+		if dc.Driver == "opcua" {
+			raw = withDefaultKey(raw, "pki_dir", filepath.Join(dataDir, "pki"))
+		}
+		d, err := f(device.Config{Name: dc.Name, Raw: raw, Logger: log.With("device", dc.Name)})
 		if err == nil {
 			err = d.Validate()
 		}
@@ -176,12 +188,15 @@ func BuildDevices(p *config.Project, log *slog.Logger) (map[string]device.Driver
 }
 
 func (s *System) buildEngine() error {
-	devs, err := BuildDevices(s.Project, s.Log)
+	devs, err := BuildDevices(s.Project, s.Config.DataDir, s.Log)
 	if err != nil {
 		return err
 	}
 	tags, err := s.Project.EngineTags()
 	if err != nil {
+		return err
+	}
+	if err := checkTags(s.Project, devs); err != nil {
 		return err
 	}
 	base, _ := auth.ParseLevel(s.Config.Security.BaselineWriteLevel)
@@ -253,6 +268,7 @@ func (s *System) Run(ctx context.Context) error {
 		ln.Close()
 		return err
 	}
+	s.Data.Start(ctx)
 	if err := s.Scripts.start(ctx); err != nil {
 		ln.Close()
 		return err
@@ -287,6 +303,10 @@ func (s *System) close(ctx context.Context) {
 	if s.Scripts != nil {
 		s.Scripts.close(ctx)
 	}
+	if s.Data != nil {
+		s.Data.Close(ctx)
+		s.Data = nil
+	}
 	if s.Engine != nil {
 		if err := s.Engine.Stop(ctx); err != nil {
 			s.Log.Error("stop tag engine", slog.Any("err", err))
@@ -307,29 +327,26 @@ func (s *System) close(ctx context.Context) {
 	}
 }
 
-// Check validates the config file and its project without opening the store
-// or any device: config keys, project keys, drivers and their configs, tag
-// addresses against their drivers. It returns every error found.
-func Check(path string, log *slog.Logger) error {
-	cfg, err := config.LoadDaemon(path)
+// withDefaultKey returns the JSON object raw with key set to val when raw
+// does not have it; raw is returned unchanged when it is not an object.
+func withDefaultKey(raw json.RawMessage, key string, val any) json.RawMessage {
+	m := map[string]json.RawMessage{}
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return raw
+		}
+	}
+	if _, ok := m[key]; ok {
+		return raw
+	}
+	b, err := json.Marshal(val)
 	if err != nil {
-		return err
+		return raw
 	}
-	if cfg.Project == "" {
-		return nil
-	}
-	p, err := config.LoadProject(cfg.Project)
+	m[key] = b
+	out, err := json.Marshal(m)
 	if err != nil {
-		return err
+		return raw
 	}
-	devs, derr := BuildDevices(p, log)
-	tags, terr := p.EngineTags()
-	if derr != nil || terr != nil {
-		return errors.Join(derr, terr)
-	}
-	_, err = tagengine.New(tagengine.Config{}, devs, tags)
-	if err != nil {
-		return fmt.Errorf("%s: %w", p.File, err)
-	}
-	return nil
+	return out
 }

@@ -8,14 +8,12 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
-	"strings"
 	"time"
 
 	"qubiq.dev/edge/api/apitypes"
 	"qubiq.dev/edge/auth"
 	"qubiq.dev/edge/sandbox"
 	"qubiq.dev/edge/store"
-	"qubiq.dev/edge/tagengine"
 )
 
 // Scripts is the script store and the sandbox pool together: what the API
@@ -58,6 +56,7 @@ func newScripts(_ context.Context, s *System) (*Scripts, error) {
 	if py.Queue > 0 {
 		cfg.Queue = py.Queue
 	}
+	cfg.IndexURL, cfg.Hardening = py.IndexURL, sandbox.HardeningFrom(py.Hardening) // python.index_url, python.hardening
 	sc := &Scripts{s: s}
 	pool, err := sandbox.New(cfg, services{s}, s.Log.With("subsystem", "sandbox"))
 	if err != nil {
@@ -240,83 +239,18 @@ func (sc *Scripts) ListScripts(context.Context, auth.Grant) ([]apitypes.ScriptIn
 // LintScript lints code: the same checks as saving (syntax, the guardrail's
 // names and imports), reported as diagnostics rather than refused.
 func (sc *Scripts) LintScript(ctx context.Context, code string) (apitypes.LintResult, error) {
-	info, err := sc.pool.Check(ctx, "lint", code)
-	if err != nil && sandbox.KindOf(err) != sandbox.KindInvalid {
+	linter, diags, err := sc.pool.Lint(ctx, code)
+	if err != nil {
 		return apitypes.LintResult{}, toScriptError(err)
 	}
-	return apitypes.LintResult{Linter: sc.pool.Health().Linter, Diagnostics: diagsOf(info.Diagnostics)}, nil
+	return apitypes.LintResult{Linter: linter, Diagnostics: diagsOf(diags)}, nil
 }
 
 // services answers the system.* calls of scripts (after the sandbox
-// dispatcher checked the method's scope against the grant bound to the run).
+// dispatcher checked the method's scope against the grant bound to the run):
+// callService (services.go) dispatches them by namespace.
 type services struct{ s *System }
 
 func (sv services) Call(ctx context.Context, g auth.Grant, method string, params json.RawMessage) (json.RawMessage, error) {
-	switch method {
-	case "tag.read":
-		var p struct {
-			Paths []string `json:"paths"`
-		}
-		if err := json.Unmarshal(params, &p); err != nil {
-			return nil, fmt.Errorf("tag.read: bad params: %w", err)
-		}
-		res, err := sv.s.Engine.Read(g, p.Paths)
-		if err != nil {
-			return nil, err
-		}
-		out := make([]apitypes.TagValue, len(res))
-		for i, r := range res {
-			out[i] = apitypes.FromVQT(r.Path, r.VQT)
-		}
-		return json.Marshal(out)
-	case "tag.write":
-		var p struct {
-			Paths  []string          `json:"paths"`
-			Values []json.RawMessage `json:"values"`
-		}
-		if err := json.Unmarshal(params, &p); err != nil {
-			return nil, fmt.Errorf("tag.write: bad params: %w", err)
-		}
-		if len(p.Paths) != len(p.Values) {
-			return nil, fmt.Errorf("tag.write: %d paths but %d values", len(p.Paths), len(p.Values))
-		}
-		reqs := make([]tagengine.WriteRequest, len(p.Paths))
-		for i := range p.Paths {
-			v, err := apitypes.DecodeValue(p.Values[i])
-			if err != nil {
-				return nil, fmt.Errorf("tag.write: value %d: %w", i, err)
-			}
-			reqs[i] = tagengine.WriteRequest{Path: p.Paths[i], Value: v}
-		}
-		res, err := sv.s.Engine.Write(ctx, g, reqs)
-		if err != nil {
-			return nil, err
-		}
-		out := make([]string, len(res))
-		for i, r := range res {
-			out[i] = r.Quality.String()
-		}
-		return json.Marshal(out)
-	case "script.runOnGateway":
-		var p struct {
-			Entry string          `json:"entry"`
-			Args  json.RawMessage `json:"args"`
-		}
-		if err := json.Unmarshal(params, &p); err != nil {
-			return nil, fmt.Errorf("script.runOnGateway: bad params: %w", err)
-		}
-		module, entry, ok := strings.Cut(p.Entry, ".")
-		if !ok {
-			return nil, fmt.Errorf("script.runOnGateway: entry %q: want module.entry", p.Entry)
-		}
-		if len(p.Args) == 0 {
-			p.Args = json.RawMessage("null")
-		}
-		res, err := sv.s.Scripts.RunScript(ctx, g, module, entry, p.Args)
-		if err != nil {
-			return nil, err
-		}
-		return res.Result, nil
-	}
-	return nil, fmt.Errorf("%s: not available in this build", method)
+	return sv.s.callService(ctx, g, method, params)
 }

@@ -1,7 +1,10 @@
 // Package store is QUBIQ Edge's persistent state in one bbolt file
 // (`<data_dir>/qubiq.db`, DESIGN.md "Data directory"): the schema version and
 // its migrations, the project configuration document, meta values, the last
-// value of every tag, API keys, versioned scripts and the audit log.
+// value of every tag, API keys, versioned scripts, the audit log, users and
+// sessions, system.vars (Vars), tag history (History: a group-committed
+// journal folded into per-tag blocks) and the sealed records of system.db's
+// connections (store/sqldb holds the SQL side).
 //
 // Who may import it: daemon (which wires it), api and mqtt reach it through
 // interfaces they define, never through bbolt. store imports bbolt, value and
@@ -20,7 +23,9 @@
 //   - Ordered keys are 8-byte big-endian integers (audit sequence numbers,
 //     script versions), never decimal strings, so that a cursor returns 9,
 //     10, 11 in numeric order (field case C24 (3)).
-//   - Every write is committed (fsync'd) before the call returns.
+//   - Every write is committed (fsync'd) before the call returns, except
+//     history samples, which are group-committed (History.Flush waits for
+//     them) and never dropped without being counted.
 //
 // # Caveats
 //
