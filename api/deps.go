@@ -37,6 +37,13 @@ var (
 // answer 501 (kind "not_implemented"). Authenticator nil makes every route
 // that needs credentials answer 501.
 type Deps struct {
+	// Refusals, when set, records every request the middleware refuses for
+	// a missing scope or permission (DESIGN.md, Audit: one record per
+	// refusal).
+	Refusals RefusalAuditor
+	// Audit lists the audit log (GET /api/v1/audit, users_admin).
+	Audit AuditLog
+
 	Auth      Authenticator
 	Tags      Tags
 	Scripts   Scripts
@@ -170,4 +177,17 @@ type Devices interface {
 // implementation decides whether it is the bootstrap token's.
 type Provisioner interface {
 	Provision(ctx context.Context, g auth.Grant, password string) error
+}
+
+// RefusalAuditor records a refused request: the caller's grant, the route
+// ("POST /api/v1/tags/write") and why (a *auth.DeniedError naming the
+// missing scope or permission). It must not block.
+type RefusalAuditor interface {
+	AuditRefusal(ctx context.Context, g auth.Grant, target string, reason error)
+}
+
+// AuditLog lists audit records in commit order: those after sequence number
+// after, at most limit (the implementation caps it).
+type AuditLog interface {
+	AuditRecords(ctx context.Context, after uint64, limit int) ([]apitypes.AuditRecord, error)
 }

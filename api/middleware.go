@@ -142,6 +142,9 @@ func (s *Server) requireNeed(r *http.Request, rt route, target string, g auth.Gr
 	if err != nil {
 		s.log.InfoContext(r.Context(), "request refused", slog.String("route", target), slog.String("principal", g.Principal),
 			slog.String("realm", string(g.Realm)), slog.String("origin", g.Origin), slog.String("need", rt.need.String()))
+		if s.deps.Refusals != nil {
+			s.deps.Refusals.AuditRefusal(r.Context(), g, target, err)
+		}
 	}
 	return err
 }

@@ -56,6 +56,7 @@ const (
 	depLiveView
 	depLive
 	depData
+	depAudit
 )
 
 func (d Deps) has(x dep) bool {
@@ -82,6 +83,8 @@ func (d Deps) has(x dep) bool {
 		return d.Live != nil && d.Tags != nil
 	case depData:
 		return d.Data != nil
+	case depAudit:
+		return d.Audit != nil
 	}
 	return true
 }
@@ -89,7 +92,7 @@ func (d Deps) has(x dep) bool {
 // String names the dependency for the 501 detail.
 func (x dep) String() string {
 	return [...]string{"none", "tags", "scripts", "API keys", "health", "devices", "provisioning",
-		"sessions", "users", "LiveView", "live values", "data services"}[x]
+		"sessions", "users", "LiveView", "live values", "data services", "audit log"}[x]
 }
 
 // handlerFunc handles one route. g is the caller's grant (the zero Grant on

@@ -275,6 +275,15 @@ func (c *Client) ListDevices(ctx context.Context) ([]apitypes.DeviceInfo, error)
 	return out, err
 }
 
+// AuditRecords calls GET /api/v1/audit: the records after sequence number
+// after, oldest first, at most limit (users_admin).
+func (c *Client) AuditRecords(ctx context.Context, after uint64, limit int) ([]apitypes.AuditRecord, error) {
+	var out []apitypes.AuditRecord
+	q := fmt.Sprintf("%s?after=%d&limit=%d", path("audit"), after, limit)
+	err := c.do(ctx, http.MethodGet, q, nil, &out)
+	return out, err
+}
+
 // DevicePlan calls GET /api/v1/devices/{name}/plan: the requests one scan of
 // the device sends, per scan class.
 func (c *Client) DevicePlan(ctx context.Context, name string) ([]apitypes.PlannedRequest, error) {

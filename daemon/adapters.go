@@ -288,3 +288,39 @@ func (s *System) auditAdmin(g auth.Grant, action, target string, detail any) {
 		s.Log.Error("audit record lost", slog.String("action", action), slog.Any("err", err))
 	}
 }
+
+// refusals audits requests and script calls refused for a missing scope,
+// level or permission: one record each (DESIGN.md, Audit). The API
+// middleware and the sandbox dispatcher call it.
+type refusals struct{ s *System }
+
+func (r refusals) AuditRefusal(_ context.Context, g auth.Grant, target string, reason error) {
+	r.s.auditRefusal(g, target, reason)
+}
+
+func (s *System) auditRefusal(g auth.Grant, target string, reason error) {
+	rec := store.AuditRecord{Time: time.Now().UTC(), Principal: g.Principal, Realm: string(g.Realm),
+		Origin: g.Origin, Action: "refused", Target: target, Result: "refused", Detail: reason.Error()}
+	if script, ok := scriptOf(g.Origin); ok {
+		rec.Script = script
+	}
+	if err := s.Audit.Enqueue(rec); err != nil {
+		s.Log.Error("audit record lost", slog.String("action", "refused"), slog.Any("err", err))
+	}
+}
+
+// auditAPI lists the audit log for GET /api/v1/audit.
+type auditAPI struct{ s *System }
+
+func (a auditAPI) AuditRecords(_ context.Context, after uint64, limit int) ([]apitypes.AuditRecord, error) {
+	recs, err := a.s.DB.AuditRecords(after, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]apitypes.AuditRecord, len(recs))
+	for i, r := range recs {
+		out[i] = apitypes.AuditRecord{Seq: r.Seq, Time: r.Time, Principal: r.Principal, Realm: r.Realm, Origin: r.Origin,
+			Script: r.Script, Action: r.Action, Target: r.Target, Before: r.Before, After: r.After, Result: r.Result, Detail: r.Detail}
+	}
+	return out, nil
+}

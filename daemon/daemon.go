@@ -96,14 +96,16 @@ func New(ctx context.Context, cfg *config.Daemon, log *slog.Logger) (_ *System, 
 		return nil, err
 	}
 	s.API, err = api.New(lv.Config(cfg.HTTP.Listen), lv.Deps(api.Deps{
-		Auth:    authenticator{s},
-		Tags:    tagsAPI{s},
-		Scripts: s.Scripts,
-		APIKeys: keysAPI{s},
-		Health:  healthAPI{s},
-		Devices: devicesAPI{s},
-		Data:    DataAPI(s.Data),
-		Sandbox: newSandboxAdmin(s.Scripts.pool, s.auditAdmin, log.With("subsystem", "sandbox")), // sandbox_admin routes
+		Refusals: refusals{s},
+		Audit:    auditAPI{s},
+		Auth:     authenticator{s},
+		Tags:     tagsAPI{s},
+		Scripts:  s.Scripts,
+		APIKeys:  keysAPI{s},
+		Health:   healthAPI{s},
+		Devices:  devicesAPI{s},
+		Data:     DataAPI(s.Data),
+		Sandbox:  newSandboxAdmin(s.Scripts.pool, s.auditAdmin, log.With("subsystem", "sandbox")), // sandbox_admin routes
 	}), log.With("subsystem", "api"))
 	if err != nil {
 		return nil, err

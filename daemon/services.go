@@ -667,3 +667,11 @@ func DataMethods() []string {
 	sort.Strings(out)
 	return out
 }
+
+// AuditRefusal records a system.* call the sandbox dispatcher refused for a
+// missing scope (sandbox.RefusalAuditor): one audit record per refusal.
+func (sv services) AuditRefusal(g auth.Grant, method string, reason error) {
+	sv.s.auditRefusal(g, "system."+method, reason)
+}
+
+var _ sandbox.RefusalAuditor = services{}

@@ -129,6 +129,39 @@ def read_one(args):
 	if regs[1] != 9 {
 		t.Fatalf("HR21 = %d on the server: a supervise tag was written by an operate grant", regs[1])
 	}
+	// The audit log: the refused REST write, the script's refused and
+	// written tags (value before and after), and the run itself.
+	type rec struct {
+		Principal string          `json:"principal"`
+		Origin    string          `json:"origin"`
+		Action    string          `json:"action"`
+		Target    string          `json:"target"`
+		Before    json.RawMessage `json:"before"`
+		After     json.RawMessage `json:"after"`
+		Result    string          `json:"result"`
+		Detail    string          `json:"detail"`
+	}
+	waitFor(t, 5*time.Second, "audit records of the refusal, the writes and the run", func() (bool, string) {
+		var recs []rec
+		if st, body := d.call("GET", "/api/v1/audit?limit=1000", d.token, nil, &recs); st != 200 {
+			return false, string(body)
+		}
+		var refusedREST, refusedLevel, written, ran int
+		for _, r := range recs {
+			switch {
+			case r.Action == "refused" && r.Principal == "apikey:reader" && strings.Contains(r.Detail, "tag:write"):
+				refusedREST++
+			case r.Action == "tag.write.refused" && r.Target == "Plant/SetpointSup" && r.Origin == "script:gate.set_both":
+				refusedLevel++
+			case r.Action == "tag.write" && r.Target == "Plant/SetpointOp" && r.Result == "Good" && string(r.After) == "222" && len(r.Before) > 0:
+				written++
+			case r.Action == "script.run" && r.Target == "gate.set_both" && r.Principal == "apikey:operator":
+				ran++
+			}
+		}
+		return refusedREST == 1 && refusedLevel == 1 && written == 1 && ran == 1,
+			fmt.Sprintf("refusedREST=%d refusedLevel=%d written=%d ran=%d of %d records", refusedREST, refusedLevel, written, ran, len(recs))
+	})
 	var rd struct {
 		Result struct {
 			Value   json.Number `json:"value"`

@@ -263,3 +263,22 @@ type PlannedRequest struct {
 	Count        int      `json:"count"`
 	Tags         []string `json:"tags"`
 }
+
+// AuditRecord is one audit record (GET /api/v1/audit; DESIGN.md, Audit):
+// its sequence number (commit order), time, who (principal, realm, origin,
+// script), what (action, target), the value before and after as JSON, the
+// result and a detail.
+type AuditRecord struct {
+	Seq       uint64          `json:"seq"`
+	Time      time.Time       `json:"time"`
+	Principal string          `json:"principal,omitempty"`
+	Realm     string          `json:"realm,omitempty"`
+	Origin    string          `json:"origin,omitempty"`
+	Script    string          `json:"script,omitempty"`
+	Action    string          `json:"action"`
+	Target    string          `json:"target,omitempty"`
+	Before    json.RawMessage `json:"before,omitempty"`
+	After     json.RawMessage `json:"after,omitempty"`
+	Result    string          `json:"result,omitempty"`
+	Detail    string          `json:"detail,omitempty"`
+}

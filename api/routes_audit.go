@@ -1,0 +1,44 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+
+	"qubiq.dev/edge/auth"
+)
+
+// auditRoutes list the audit log (DESIGN.md route table: GET /audit needs
+// users_admin). routes.go's table gets them through init.
+var auditRoutes = []route{
+	{method: "GET", path: prefix + "/audit", need: perm(auth.UsersAdmin), dep: depAudit, handle: (*Server).listAudit},
+}
+
+func init() { routes = append(routes, auditRoutes...) }
+
+// listAudit answers GET /api/v1/audit?after=SEQ&limit=N: records after the
+// sequence number SEQ (default 0), oldest first, at most N (default 100).
+func (s *Server) listAudit(w http.ResponseWriter, r *http.Request, _ auth.Grant) error {
+	q := r.URL.Query()
+	var after uint64
+	if v := q.Get("after"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return errorf(http.StatusBadRequest, KindInvalid, "after=%q: want a sequence number", v)
+		}
+		after = n
+	}
+	limit := 100
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 10000 {
+			return errorf(http.StatusBadRequest, KindInvalid, "limit=%q: want 1 to 10000", v)
+		}
+		limit = n
+	}
+	recs, err := s.deps.Audit.AuditRecords(r.Context(), after, limit)
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, r, http.StatusOK, nonNil(recs))
+	return nil
+}
