@@ -46,6 +46,9 @@ func (s *Server) addUser(w http.ResponseWriter, r *http.Request, g auth.Grant) e
 			return errorf(http.StatusForbidden, KindPermissionDenied, "cannot grant permission %q: the creating grant does not hold it", p)
 		}
 	}
+	if err := covers(g, req.Realm, req.Level, req.Permissions); err != nil {
+		return err
+	}
 	if err := s.deps.Users.AddUser(r.Context(), g, req); err != nil {
 		return conflictOr(err)
 	}
@@ -61,6 +64,9 @@ func (s *Server) setPassword(w http.ResponseWriter, r *http.Request, g auth.Gran
 	if req.Password == "" {
 		return errorf(http.StatusBadRequest, KindInvalid, `missing "password"`)
 	}
+	if err := s.mayManage(r, g, r.PathValue("name")); err != nil {
+		return err
+	}
 	if err := s.deps.Users.SetPassword(r.Context(), g, r.PathValue("name"), req.Password); err != nil {
 		return err
 	}
@@ -74,4 +80,55 @@ func (s *Server) disableUser(w http.ResponseWriter, r *http.Request, g auth.Gran
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// covers refuses (403, naming what is missing) a user whose LiveView grant
+// (auth.LiveViewGrant: a platform user is unrestricted, an operator gets
+// its level's scopes) would exceed the creating grant g: a users_admin may
+// not mint a user who can do more than itself (DESIGN.md: nothing a request
+// sends widens a grant).
+func covers(g auth.Grant, realm, level string, perms []string) error {
+	s := auth.Session{Realm: auth.Realm(realm)}
+	if level != "" {
+		l, err := auth.ParseLevel(level)
+		if err != nil {
+			return errorf(http.StatusBadRequest, KindInvalid, "level: %v", err)
+		}
+		s.Level = l
+	}
+	for _, p := range perms {
+		s.Permissions = append(s.Permissions, auth.Permission(p))
+	}
+	want, _ := auth.LiveViewGrant(s, false)
+	for _, sc := range want.Scopes {
+		if !g.HasScope(sc) {
+			return errorf(http.StatusForbidden, KindPermissionDenied,
+				"cannot create or manage a %s user: its sessions would hold scope %q, which the creating grant does not", realm, sc)
+		}
+	}
+	if want.WriteLevel > g.WriteLevel {
+		return errorf(http.StatusForbidden, KindPermissionDenied,
+			"cannot create or manage a %s user: its sessions would write at level %q, above the creating grant's %q", realm, want.WriteLevel, g.WriteLevel)
+	}
+	for _, p := range want.Permissions {
+		if !g.HasPermission(p) {
+			return errorf(http.StatusForbidden, KindPermissionDenied, "cannot grant permission %q: the creating grant does not hold it", p)
+		}
+	}
+	return nil
+}
+
+// mayManage refuses to change the password of a user who can do more than
+// g (taking over that user's sessions would widen g).
+func (s *Server) mayManage(r *http.Request, g auth.Grant, name string) error {
+	users, err := s.deps.Users.ListUsers(r.Context())
+	if err != nil {
+		return err
+	}
+	for _, u := range users {
+		if u.Name == name {
+			return covers(g, u.Realm, u.Level, u.Permissions)
+		}
+	}
+	return nil // unknown: SetPassword answers not found
 }

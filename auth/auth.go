@@ -154,6 +154,9 @@ type Grant struct {
 	Permissions []Permission
 	Prefixes    []string
 	Expires     time.Time // zero: never
+	// KeyID is the API key the grant came from (RealmAPIKey), so a run
+	// that outlives a revocation can be stopped (Keys.StillValid).
+	KeyID string
 }
 
 // HasScope reports whether g holds scope s.

@@ -179,3 +179,28 @@ func TestKeys_Bootstrap(t *testing.T) {
 		t.Fatal("revoked bootstrap token accepted")
 	}
 }
+
+func TestKeys_StillValid_RevocationStopsARunningGrant(t *testing.T) {
+	ks := NewKeys(&memKeys{m: map[string]KeyRecord{}})
+	id, tok, err := ks.Create(Full("a", RealmPlatform, ""), KeyRecord{Name: "run", Scopes: []Scope{TagWrite}, WriteLevel: LevelOperate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ := ks.Authenticate(tok)
+	if err := ks.StillValid(g); err != nil {
+		t.Fatal(err)
+	}
+	if err := ks.Revoke(id); err != nil {
+		t.Fatal(err)
+	}
+	if err := ks.StillValid(g); err == nil || !strings.Contains(err.Error(), "revoked") {
+		t.Fatalf("revoked key's grant still valid: %v", err)
+	}
+	btok, hash, _ := NewBootstrapToken()
+	ks.SetBootstrapHash(hash)
+	bg, _ := ks.Authenticate(btok)
+	ks.SetBootstrapHash(nil)
+	if err := ks.StillValid(bg); err == nil {
+		t.Fatal("bootstrap grant valid after provisioning")
+	}
+}

@@ -177,7 +177,7 @@ func (k *Keys) Authenticate(token string) (Grant, error) {
 		}
 		return Grant{Principal: "apikey:" + rec.Name, Realm: RealmAPIKey, Origin: "rest",
 			Scopes: rec.Scopes, WriteLevel: rec.WriteLevel, Permissions: rec.Permissions,
-			Prefixes: rec.Prefixes, Expires: rec.Expires}, nil
+			Prefixes: rec.Prefixes, Expires: rec.Expires, KeyID: rec.ID}, nil
 	}
 	return Grant{}, ErrBadCredentials
 }
@@ -202,4 +202,30 @@ func randomSecret() (string, error) {
 		return "", fmt.Errorf("random secret: %w", err)
 	}
 	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// StillValid reports (nil) whether the credential g came from is still
+// valid now: its API key not revoked or expired, the bootstrap token not
+// revoked by provisioning. Calls made during a long script run check it, so
+// a revocation takes effect at once, not when the run ends. It returns a
+// *DeniedError of kind "revoked" otherwise.
+func (k *Keys) StillValid(g Grant) error {
+	switch g.Realm {
+	case RealmAPIKey:
+		if g.KeyID == "" {
+			return nil
+		}
+		rec, err := k.store.Key(g.KeyID)
+		if err != nil || rec.Revoked {
+			return &DeniedError{Kind: "revoked", Need: "a current credential: API key " + g.KeyID + " was revoked"}
+		}
+		if !rec.Expires.IsZero() && !k.now().Before(rec.Expires) {
+			return &DeniedError{Kind: "revoked", Need: "a current credential: API key " + g.KeyID + " expired"}
+		}
+	case RealmBootstrap:
+		if !k.BootstrapActive() {
+			return &DeniedError{Kind: "revoked", Need: "a current credential: the bootstrap token was revoked by provisioning"}
+		}
+	}
+	return nil
 }

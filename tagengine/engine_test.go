@@ -397,3 +397,56 @@ func TestEngine_Start_SubscribesInsteadOfPolling(t *testing.T) {
 		t.Fatalf("a subscribed group was polled %d times", scans)
 	}
 }
+
+type syncAudit struct {
+	memAudit
+	syncs int
+}
+
+func (s *syncAudit) SyncAudit(context.Context) error { s.syncs++; return nil }
+
+type memLast struct {
+	mu   sync.Mutex
+	vals map[string]value.VQT
+}
+
+func (m *memLast) SaveLastValues(v map[string]value.VQT) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, x := range v {
+		m.vals[k] = x
+	}
+	return nil
+}
+
+// TestEngine_Write_AuditCommittedAndHeldValuePersistedBeforeAnswer: an
+// acknowledged write's audit record is committed, and a value the driver
+// holds itself (simulator memory) is persisted, before Write returns
+// (attack report M4, M5: a kill -9 right after the answer lost both).
+func TestEngine_Write_AuditCommittedAndHeldValuePersistedBeforeAnswer(t *testing.T) {
+	drv := &restoringDriver{fakeDriver: newFake(), restored: map[string]value.Value{}}
+	audit := &syncAudit{}
+	last := &memLast{vals: map[string]value.VQT{}}
+	e, err := New(Config{Audit: audit, LastValues: last, FlushEvery: time.Hour}, map[string]device.Driver{"d": drv},
+		[]Tag{{Path: "Mem", Device: "d", Point: device.Point{Address: "mem", Type: value.Int64}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Write(context.Background(), auth.Full("t", auth.RealmPlatform, ""), []WriteRequest{{Path: "Mem", Value: int64(2009)}})
+	if err != nil || res[0].Quality != value.Good {
+		t.Fatalf("write: %+v %v", res, err)
+	}
+	if audit.syncs != 1 {
+		t.Fatalf("audit synced %d times before the answer, want 1", audit.syncs)
+	}
+	if v := last.vals["Mem"]; v.Value != int64(2009) || v.Quality != value.Good {
+		t.Fatalf("persisted last value %+v, want 2009 Good", v)
+	}
+	// A refused write syncs nothing.
+	if _, err := e.Write(context.Background(), auth.Grant{Scopes: []auth.Scope{auth.TagWrite}}, []WriteRequest{{Path: "Mem", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if audit.syncs != 1 {
+		t.Fatalf("a refused write synced the audit log")
+	}
+}

@@ -53,18 +53,52 @@ func (e *Engine) Write(ctx context.Context, g auth.Grant, reqs []WriteRequest) (
 		return nil, fmt.Errorf("%w: %v", ErrLevelLookup, err)
 	}
 	out := make([]WriteResult, len(reqs))
+	var reached, held bool
 	for i, r := range reqs {
-		out[i] = e.writeOne(ctx, g, r, levels)
+		var res writeOutcome
+		out[i], res = e.writeOne(ctx, g, r, levels)
+		reached = reached || res.reached
+		held = held || res.held
+	}
+	if reached {
+		// The answer goes out only after the audit records of the writes
+		// are committed, so a power cut cannot lose the record of an
+		// acknowledged write.
+		if s, ok := e.cfg.Audit.(AuditSyncer); ok {
+			if err := s.SyncAudit(ctx); err != nil {
+				e.log.Error("audit records of equipment writes not committed", "err", err)
+			}
+		}
+	}
+	if held {
+		// Values the driver holds itself (simulator memory) are persisted
+		// now, not at the next periodic flush, so a crash right after the
+		// answer does not revert them.
+		if err := e.flush(); err != nil {
+			e.log.Error("persist written values failed", "err", err)
+		}
 	}
 	return out, nil
 }
 
-func (e *Engine) writeOne(ctx context.Context, g auth.Grant, r WriteRequest, levels map[string]auth.Level) WriteResult {
+// AuditSyncer is implemented by audit sinks that can wait until the records
+// queued so far are committed; Write calls it before answering a batch
+// whose writes reached equipment.
+type AuditSyncer interface {
+	SyncAudit(ctx context.Context) error
+}
+
+type writeOutcome struct {
+	reached bool // the driver got the write
+	held    bool // the driver holds the value itself (device.Restorer) and took it
+}
+
+func (e *Engine) writeOne(ctx context.Context, g auth.Grant, r WriteRequest, levels map[string]auth.Level) (WriteResult, writeOutcome) {
 	res := WriteResult{Path: r.Path}
-	refuse := func(q value.Quality, reason string, before *value.VQT) WriteResult {
+	refuse := func(q value.Quality, reason string, before *value.VQT) (WriteResult, writeOutcome) {
 		res.Quality, res.Reason = q, reason
 		e.audit(g, "tag.write.refused", r.Path, before, r.Value, q.String(), reason)
-		return res
+		return res, writeOutcome{}
 	}
 	st, ok := e.tags[r.Path]
 	if !ok {
@@ -98,23 +132,35 @@ func (e *Engine) writeOne(ctx context.Context, g auth.Grant, r WriteRequest, lev
 		if err := e.cfg.Audit.CanAudit(); err != nil {
 			res.Quality, res.Reason = value.BadDeviceFailure, "write refused: audit log unavailable: "+err.Error()
 			e.log.Error("equipment write refused: audit record cannot be queued")
-			return res
+			return res, writeOutcome{}
 		}
 	}
 	e.mu.RLock()
 	before := st.cur
 	e.mu.RUnlock()
 	wctx, cancel := context.WithTimeout(ctx, e.cfg.WriteTimeout)
-	werr := e.devices[st.tag.Device].Write(wctx, st.tag.Point, raw)
+	drv := e.devices[st.tag.Device]
+	werr := drv.Write(wctx, st.tag.Point, raw)
 	cancel()
+	out := writeOutcome{reached: true}
 	if werr != nil {
 		res.Quality, res.Reason = device.QualityOf(werr)
 	} else {
 		res.Quality = value.Good
+		if _, ok := drv.(device.Restorer); ok {
+			e.mu.Lock()
+			if c, changed := e.update(st, value.VQT{Value: raw, Quality: value.Good, Time: time.Now().UTC()}); changed {
+				e.mu.Unlock()
+				e.publish([]Change{c})
+			} else {
+				e.mu.Unlock()
+			}
+			out.held = true
+		}
 		e.kick(st)
 	}
 	e.audit(g, "tag.write", r.Path, &before, r.Value, res.Quality.String(), res.Reason)
-	return res
+	return res, out
 }
 
 // kick asks the scan loop that holds st to read again now, so a written value

@@ -223,6 +223,8 @@ func Coerce(t Type, v Value) (Value, error) {
 	case Int16, Int32, Int64:
 		lo, hi := intRange(t)
 		switch x := v.(type) {
+		case BigInt:
+			return nil, fmt.Errorf("%w: %s does not fit %s", ErrOutOfRange, string(x), t)
 		case int64:
 			if x < lo || x > hi {
 				return nil, fmt.Errorf("%w: %d does not fit %s", ErrOutOfRange, x, t)
@@ -249,6 +251,8 @@ func Coerce(t Type, v Value) (Value, error) {
 	case Uint16, Uint32, Uint64:
 		hi := uintMax(t)
 		switch x := v.(type) {
+		case BigInt:
+			return nil, fmt.Errorf("%w: %s does not fit %s", ErrOutOfRange, string(x), t)
 		case int64:
 			if x < 0 || uint64(x) > hi {
 				return nil, fmt.Errorf("%w: %d does not fit %s", ErrOutOfRange, x, t)
@@ -272,6 +276,8 @@ func Coerce(t Type, v Value) (Value, error) {
 	case Float32, Float64:
 		var f float64
 		switch x := v.(type) {
+		case BigInt:
+			f, _ = strconv.ParseFloat(string(x), 64)
 		case int64:
 			f = float64(x)
 		case uint64:
@@ -363,9 +369,13 @@ func Normalize(v Value) Value {
 		if i, err := x.Int64(); err == nil {
 			return i
 		}
-		var u uint64
-		if _, err := fmt.Sscan(string(x), &u); err == nil && !strings.ContainsAny(string(x), ".eE-") {
-			return u
+		if !strings.ContainsAny(string(x), ".eE") {
+			if u, err := strconv.ParseUint(string(x), 10, 64); err == nil {
+				return u
+			}
+			// An integer literal beyond int64 and uint64: keep it exact
+			// so no integer type takes it as its nearest limit.
+			return BigInt(x)
 		}
 		if f, err := x.Float64(); err == nil {
 			return f
@@ -380,6 +390,15 @@ func Normalize(v Value) Value {
 	}
 	return v
 }
+
+// BigInt is an integer literal outside both the int64 and uint64 ranges,
+// kept as its text by Normalize: Coerce refuses it for every integer type
+// with ErrOutOfRange (rather than rounding it to the nearest limit) and
+// converts it for float types.
+type BigInt string
+
+// MarshalJSON writes the literal as a JSON number.
+func (b BigInt) MarshalJSON() ([]byte, error) { return []byte(b), nil }
 
 // Equal reports whether a and b are the same normalised value.
 func Equal(a, b Value) bool {
@@ -407,6 +426,9 @@ func Equal(a, b Value) bool {
 // as 0 and 1).
 func ToFloat(v Value) (float64, bool) {
 	switch x := Normalize(v).(type) {
+	case BigInt:
+		f, err := strconv.ParseFloat(string(x), 64)
+		return f, err == nil
 	case int64:
 		return float64(x), true
 	case uint64:

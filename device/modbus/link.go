@@ -195,14 +195,18 @@ func (l *link) once(ctx context.Context, unit byte, fn func(modbus.Client) ([]by
 	if cdl, ok := ctx.Deadline(); ok && cdl.Before(dl) {
 		dl = cdl
 	}
+	// The deadline goes on before the RTU flush: a socket's expired
+	// deadline from the previous request would make the flush itself fail
+	// as a timeout and drop a healthy connection (rtu+tcp with scan >
+	// timeout lost every second poll).
+	if err := nc.SetDeadline(dl); err != nil {
+		l.bus.drop(nc, err, l.log)
+		return nil, classify(ctx, err, false)
+	}
 	if l.tr.rtu {
 		if rerr := l.bus.settle(ctx, nc, dl, l.log); rerr != nil {
 			return nil, rerr
 		}
-	}
-	if err := nc.SetDeadline(dl); err != nil {
-		l.bus.drop(nc, err, l.log)
-		return nil, classify(ctx, err, false)
 	}
 	aborted := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {

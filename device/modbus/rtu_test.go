@@ -490,3 +490,20 @@ func TestDriver_RTU_CheckPointUnitRange(t *testing.T) {
 		}
 	}
 }
+
+// TestDriver_RTUOverTCP_PollsSlowerThanTheTimeout: with the scan period
+// longer than the timeout, the previous request's expired socket deadline
+// must not fail the next poll's input flush (attack report M3: every second
+// poll was Bad_Timeout and the connection was re-dialled each time).
+func TestDriver_RTUOverTCP_PollsSlowerThanTheTimeout(t *testing.T) {
+	srv := devicetest.NewModbusRTUServer(t)
+	srv.SetHolding(100, 0x4148, 0x0000)
+	d := newRTUDriver(t, srv.URL(), func(c *Config) { c.Timeout = device.Duration(100 * time.Millisecond) })
+	points := []device.Point{pt("HR100", value.Float32, "")}
+	for i := range 4 {
+		if i > 0 {
+			time.Sleep(250 * time.Millisecond) // scan 250ms > timeout 100ms
+		}
+		wantGood(t, "HR100", d.Read(context.Background(), points)[0], 12.5)
+	}
+}
