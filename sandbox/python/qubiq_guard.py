@@ -10,7 +10,9 @@ levels, cgroups). Layers, cheapest first:
   attributes (gi_frame, f_globals, co_code, ...), and every name a script
   defines or uses that begins with "__" (parameters of every kind included,
   positional-only ones too: no name can shadow the hooks below, which all
-  begin with "__"). At save time it also refuses imports whose root is not on
+  begin with "__"). Class patterns (match) obey the same attribute rule for
+  their keyword attributes, and take positional sub-patterns only for the
+  builtin types that match the subject itself. At save time it also refuses imports whose root is not on
   the allow-list.
 * transform: rewrites attribute stores and deletes (x.a = v, del x.a,
   x.a += v) to pass the object through __qubiq_w__, which refuses modules,
@@ -25,15 +27,22 @@ levels, cgroups). Layers, cheapest first:
   read-only proxies made fresh for each run.
 * ModuleProxy: a read-only view of an allowed module that exposes only its
   public attributes that are not other modules, loaders or capsules
-  (submodules of the same package are exposed as proxies in turn).
+  (submodules of the same package are exposed as proxies in turn). Module
+  data held in containers (dicts, lists, sets, bytearrays, tuples, ...) is
+  handed out as the run's own deep copy: d[k] = v on it changes nothing
+  the next run sees.
 * An audit hook (PEP 578), active only while a script runs, refusing process,
   network and file events outside the readable directories.
 
 Standard library only.
 """
 
+import array
 import ast
 import builtins
+import collections
+import collections.abc
+import copy
 import importlib
 import os
 import string
@@ -122,6 +131,7 @@ class _Checker(ast.NodeVisitor):
         self.allowed = allowed
         self.installed = installed
         self.check_imports = check_imports
+        self.bound = set()
         self.diags = []
 
     def add(self, node, code, message):
@@ -184,6 +194,29 @@ class _Checker(ast.NodeVisitor):
         self.name(node, node.rest)
         self.generic_visit(node)
 
+    def visit_MatchClass(self, node):
+        # A class pattern reads attributes with the interpreter's own
+        # getattr: case object(__class__=c) is c = subject.__class__, out of
+        # reach of the runtime guard. Keyword attribute names obey the rule
+        # of attribute access; positional sub-patterns read the attributes
+        # the class's __match_args__ names (which type("K", (), {...}) can
+        # set to anything), so they are allowed only on the builtin types
+        # that match the subject itself (case int(x)), under a name the
+        # module never rebinds.
+        for attr in node.kwd_attrs:
+            why = attr_forbidden(attr)
+            if why:
+                self.add(node, "forbidden-attribute",
+                         "forbidden attribute %r in a class pattern: %s" % (attr, why))
+        if node.patterns:
+            cls = node.cls
+            if not (isinstance(cls, ast.Name) and cls.id in _SELF_MATCH and cls.id not in self.bound
+                    and len(node.patterns) == 1):
+                self.add(node, "forbidden-pattern",
+                         "positional sub-patterns in class patterns are available only for %s (one each): "
+                         "use keyword patterns such as case Point(x=x, y=y)" % ", ".join(sorted(_SELF_MATCH)))
+        self.generic_visit(node)
+
     def _root(self, node, module):
         root = module.partition(".")[0]
         for part in module.split("."):
@@ -214,10 +247,38 @@ class _Checker(ast.NodeVisitor):
             self.name(node, a.asname)
 
 
+# Builtin types whose class pattern matches the subject itself (PEP 634):
+# case int(x) binds x to the subject, reading no attribute.
+_SELF_MATCH = frozenset({"bool", "bytearray", "bytes", "dict", "float", "frozenset", "int", "list", "set",
+                         "str", "tuple"})
+
+
+def _bound_names(tree):
+    """Every name the module binds anywhere (any scope)."""
+    out = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+            out.add(n.id)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(n.name)
+        elif isinstance(n, ast.arg):
+            out.add(n.arg)
+        elif isinstance(n, ast.alias):
+            out.add(n.asname or n.name.partition(".")[0])
+        elif isinstance(n, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and n.name:
+            out.add(n.name)
+        elif isinstance(n, ast.MatchMapping) and n.rest:
+            out.add(n.rest)
+        elif isinstance(n, (ast.Global, ast.Nonlocal)):
+            out.update(n.names)
+    return out
+
+
 def check_tree(tree, source, allowed=(), installed=(), check_imports=True):
     """Diagnostics (dicts) for everything the guardrail refuses in tree."""
     c = _Checker(source.splitlines(), set(allowed), set(installed), check_imports)
     try:
+        c.bound = _bound_names(tree)
         c.visit(tree)
     except RecursionError:
         c.diags.append({"line": 1, "column": 1, "end_line": 1, "end_column": 1, "code": "too-complex",
@@ -413,6 +474,8 @@ class ModuleProxy:
             raise ForbiddenAttributeError("forbidden attribute %r of module %r: %s, and modules reached "
                                           "through attributes are not available in scripts"
                                           % (name, mod.__name__, why))
+        if _module_data(v):
+            return self._qrun.data_copy(mod, name, v)
         return v
 
     def __setattr__(self, name, value):
@@ -435,6 +498,21 @@ class ModuleProxy:
 
     def __repr__(self):
         return "<module %r (script view)>" % self._qmod.__name__
+
+
+_DATA = (dict, list, set, bytearray, tuple, frozenset, collections.deque, array.array,
+         collections.abc.MutableMapping, collections.abc.MutableSequence, collections.abc.MutableSet)
+_NOT_DATA = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
+             str, bytes, int, float, complex, type(None), range)
+
+
+def _module_data(v):
+    """True when v is a container of module data that item assignment
+    (d[k] = v, l.append(x)) could change for every later run: scripts get a
+    copy of it instead (tuples and frozensets too, for what they hold)."""
+    if isinstance(v, _NOT_DATA):
+        return False
+    return isinstance(v, _DATA) or hasattr(type(v), "__setitem__")
 
 
 def shared_objects(mod):
@@ -510,6 +588,16 @@ class Audit:
 
 # ---------------------------------------------------------------- per run
 
+def _plain(fn, name):
+    """fn (a bound method of a guard object) as a plain function, so that
+    a builtin's __self__ does not hand the guard's state to a script."""
+    def call(*args, **kwargs):
+        return fn(*args, **kwargs)
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = None
+    return call
+
+
 class Run:
     """The guardrail state of one run: its globals, the classes it created,
     its module proxies and its builtins. A new Run is made for every run."""
@@ -518,16 +606,18 @@ class Run:
         self.env = env
         self.classes = {}
         self.proxies = {}
+        self.copies = {}
         self.globals = None
         self.system = system_obj
         b = dict(env.base_builtins)
-        b["__import__"] = self.gated_import
-        b["__build_class__"] = self.build_class
-        b["getattr"] = self.safe_getattr
-        b["setattr"] = self.safe_setattr
-        b["delattr"] = self.safe_delattr
-        b["hasattr"] = self.safe_hasattr
-        b[HOOK_W] = self.write_guard
+        # Plain functions, not bound methods: no __self__ leads to the Run.
+        b["__import__"] = _plain(self.gated_import, "__import__")
+        b["__build_class__"] = _plain(self.build_class, "__build_class__")
+        b["getattr"] = _plain(self.safe_getattr, "getattr")
+        b["setattr"] = _plain(self.safe_setattr, "setattr")
+        b["delattr"] = _plain(self.safe_delattr, "delattr")
+        b["hasattr"] = _plain(self.safe_hasattr, "hasattr")
+        b[HOOK_W] = _plain(self.write_guard, HOOK_W)
         b[HOOK_FMT] = fmt_attr
         b["system"] = system_obj
         b["gateway"] = gateway
@@ -543,9 +633,29 @@ class Run:
     def proxy(self, mod, root):
         p = self.proxies.get(mod.__name__)
         if p is None:
+            # Submodules reached through a view get the write guard's
+            # protection of their module-level objects too.
+            self.env.note_module(mod)
             p = ModuleProxy._make(mod, root, self)
             self.proxies[mod.__name__] = p
         return p
+
+    def data_copy(self, mod, name, v):
+        """This run's own deep copy of the module data mod.name (made on
+        first access, kept for the run), so that item assignment changes
+        nothing another run sees."""
+        key = (mod.__name__, name)
+        hit = self.copies.get(key)
+        if hit is not None and hit[0] is v:
+            return hit[1]
+        try:
+            c = copy.deepcopy(v)
+        except Exception as e:  # noqa: BLE001 - anything that cannot be copied is not handed out
+            raise ForbiddenAttributeError("forbidden attribute %r of module %r: it is shared module data "
+                                          "that cannot be copied for scripts (%s)"
+                                          % (name, mod.__name__, type(e).__name__)) from None
+        self.copies[key] = (v, c)
+        return c
 
     def gated_import(self, name, globals=None, locals=None, fromlist=(), level=0):
         if level:
