@@ -64,6 +64,12 @@ type Deps struct {
 	// named queries, history, vars, files, messages.
 	Data    Data
 	Sandbox SandboxAdmin // script sandbox administration: /sandbox/... (routes_sandbox.go)
+	// Project serves project and tag import/export and device browsing
+	// (issues 5 and 6; routes_project.go).
+	Project ProjectAdmin
+	// Certs serves the OPC UA certificate stores: /devices/{name}/certs...
+	// (issue 6; certs.go, routes_certs.go).
+	Certs DeviceCerts
 	// TLS describes the listener's certificate for GET /health ("tls");
 	// nil when the listener speaks plain HTTP.
 	TLS *apitypes.TLSInfo

@@ -177,6 +177,7 @@ var routes = []route{
 
 func init() { routes = append(routes, dataRoutes...) }    // the system.* data routes (routes_data.go)
 func init() { routes = append(routes, sandboxRoutes...) } // sandbox administration (routes_sandbox.go)
+func init() { routes = append(routes, projectRoutes...) } // project import/export, device browse (routes_project.go)
 
 // defaultLongWrite is Config.LongWriteTimeout's default: the longest script
 // timeout python.gateway_timeout allows (10 min), plus a margin.

@@ -99,39 +99,39 @@ type TagConfig struct {
 	Path        string        `yaml:"path" json:"path"`
 	Device      string        `yaml:"device" json:"device"`
 	Address     string        `yaml:"address" json:"address"`
-	Type        string        `yaml:"type" json:"type"`
-	ByteOrder   string        `yaml:"byte_order" json:"byte_order,omitempty"`
-	Scan        string        `yaml:"scan" json:"scan,omitempty"`
-	Deadband    *DeadbandConf `yaml:"deadband" json:"deadband,omitempty"`
-	Scale       *ScaleConf    `yaml:"scale" json:"scale,omitempty"`
-	Units       string        `yaml:"units" json:"units,omitempty"`
-	WriteLevel  string        `yaml:"write_level" json:"write_level,omitempty"`
-	ReadOnly    bool          `yaml:"read_only" json:"read_only,omitempty"`
-	UnitID      int           `yaml:"unit_id" json:"unit_id,omitempty"`
-	Description string        `yaml:"description" json:"description,omitempty"`
-	History     *HistoryConf  `yaml:"history" json:"history,omitempty"`
+	Type        string        `yaml:"type,omitempty" json:"type"`
+	ByteOrder   string        `yaml:"byte_order,omitempty" json:"byte_order,omitempty"`
+	Scan        string        `yaml:"scan,omitempty" json:"scan,omitempty"`
+	Deadband    *DeadbandConf `yaml:"deadband,omitempty" json:"deadband,omitempty"`
+	Scale       *ScaleConf    `yaml:"scale,omitempty" json:"scale,omitempty"`
+	Units       string        `yaml:"units,omitempty" json:"units,omitempty"`
+	WriteLevel  string        `yaml:"write_level,omitempty" json:"write_level,omitempty"`
+	ReadOnly    bool          `yaml:"read_only,omitempty" json:"read_only,omitempty"`
+	UnitID      int           `yaml:"unit_id,omitempty" json:"unit_id,omitempty"`
+	Description string        `yaml:"description,omitempty" json:"description,omitempty"`
+	History     *HistoryConf  `yaml:"history,omitempty" json:"history,omitempty"`
 	Line        int           `yaml:"-" json:"-"`
 }
 
 // DeadbandConf is {absolute: x} or {percent: x}.
 type DeadbandConf struct {
-	Absolute float64 `yaml:"absolute" json:"absolute,omitempty"`
-	Percent  float64 `yaml:"percent" json:"percent,omitempty"`
+	Absolute float64 `yaml:"absolute,omitempty" json:"absolute,omitempty"`
+	Percent  float64 `yaml:"percent,omitempty" json:"percent,omitempty"`
 }
 
 // ScaleConf is {factor, offset} or {raw: [lo, hi], eng: [lo, hi]}.
 type ScaleConf struct {
-	Factor *float64  `yaml:"factor" json:"factor,omitempty"`
-	Offset float64   `yaml:"offset" json:"offset,omitempty"`
-	Raw    []float64 `yaml:"raw" json:"raw,omitempty"`
-	Eng    []float64 `yaml:"eng" json:"eng,omitempty"`
+	Factor *float64  `yaml:"factor,omitempty" json:"factor,omitempty"`
+	Offset float64   `yaml:"offset,omitempty" json:"offset,omitempty"`
+	Raw    []float64 `yaml:"raw,omitempty" json:"raw,omitempty"`
+	Eng    []float64 `yaml:"eng,omitempty" json:"eng,omitempty"`
 }
 
 // HistoryConf is a tag's history recording policy (used by the history work).
 type HistoryConf struct {
 	Enabled     bool    `yaml:"enabled" json:"enabled"`
-	Deadband    float64 `yaml:"deadband" json:"deadband,omitempty"`
-	MaxInterval string  `yaml:"max_interval" json:"max_interval,omitempty"`
+	Deadband    float64 `yaml:"deadband,omitempty" json:"deadband,omitempty"`
+	MaxInterval string  `yaml:"max_interval,omitempty" json:"max_interval,omitempty"`
 }
 
 // ScriptConfig names a script module, the file holding its code (relative to

@@ -33,18 +33,21 @@ func (a authenticator) Authenticate(_ context.Context, bearer string) (auth.Gran
 type tagsAPI struct{ s *System }
 
 func (t tagsAPI) ListTags(_ context.Context, g auth.Grant) []apitypes.TagInfo {
-	infos := t.s.Engine.Tags(g)
+	infos := t.s.Engine().Tags(g)
 	out := make([]apitypes.TagInfo, len(infos))
 	for i, ti := range infos {
 		out[i] = apitypes.TagInfo{Path: ti.Path, Device: ti.Device, Address: ti.Point.Address,
 			Type: ti.Point.Type.String(), Units: ti.Units, WriteLevel: ti.WriteLevel.String(),
 			ReadOnly: ti.ReadOnly, Scan: ti.Scan.String()}
+		if a, ok := t.s.resolved.shownAddress(ti.Path); ok {
+			out[i].Address = a // an OPC UA ns= address converted since start (resolved.go)
+		}
 	}
 	return out
 }
 
 func (t tagsAPI) ReadTags(_ context.Context, g auth.Grant, paths []string) []apitypes.TagValue {
-	res, err := t.s.Engine.Read(g, paths)
+	res, err := t.s.Engine().Read(g, paths)
 	out := make([]apitypes.TagValue, len(paths))
 	for i, p := range paths {
 		if err != nil {
@@ -61,7 +64,7 @@ func (t tagsAPI) WriteTags(ctx context.Context, g auth.Grant, writes []apitypes.
 	for i, w := range writes {
 		reqs[i] = tagengine.WriteRequest{Path: w.Path, Value: w.Value}
 	}
-	res, err := t.s.Engine.Write(ctx, g, reqs)
+	res, err := t.s.Engine().Write(ctx, g, reqs)
 	if err != nil {
 		if errors.Is(err, tagengine.ErrLevelLookup) {
 			return nil, fmt.Errorf("%w: %v", api.ErrUnavailable, err)
@@ -159,7 +162,7 @@ func (h healthAPI) Health(context.Context) apitypes.Health {
 	s := h.s
 	out := apitypes.Health{Status: apitypes.HealthOK, Reasons: []string{}, Version: Version,
 		UptimeS: int64(time.Since(s.started).Seconds()), Devices: map[string]apitypes.DeviceHealth{}}
-	for name, st := range s.Engine.DeviceStates() {
+	for name, st := range s.Engine().DeviceStates() {
 		out.Devices[name] = apitypes.DeviceHealth{State: st[0], Reason: st[1]}
 		if st[0] != "connected" {
 			out.Status = apitypes.HealthDegraded
@@ -191,13 +194,14 @@ func (h healthAPI) Health(context.Context) apitypes.Health {
 type devicesAPI struct{ s *System }
 
 func (d devicesAPI) ListDevices(context.Context) []apitypes.DeviceInfo {
-	states := d.s.Engine.DeviceStates()
+	states := d.s.Engine().DeviceStates()
+	p := d.s.Project()
 	count := map[string]int{}
-	for _, t := range d.s.Project.Tags {
+	for _, t := range p.Tags {
 		count[t.Device]++
 	}
 	var out []apitypes.DeviceInfo
-	for _, dc := range d.s.Project.Devices {
+	for _, dc := range p.Devices {
 		var raw struct {
 			URL string `json:"url"`
 		}
@@ -210,7 +214,7 @@ func (d devicesAPI) ListDevices(context.Context) []apitypes.DeviceInfo {
 }
 
 func (d devicesAPI) DevicePlan(_ context.Context, name string) ([]apitypes.PlannedRequest, error) {
-	steps, err := d.s.Engine.Plan(name)
+	steps, err := d.s.Engine().Plan(name)
 	if err != nil {
 		if errors.Is(err, tagengine.ErrUnknownDevice) {
 			return nil, fmt.Errorf("%w: %v", api.ErrNotFound, err)
@@ -239,6 +243,14 @@ func (a auditSink) CanAudit() error {
 		return fmt.Errorf("audit log cannot commit: %w", st.LastError)
 	}
 	return nil
+}
+
+// SyncAudit waits until the records queued so far are committed
+// (tagengine.AuditSyncer): equipment writes are answered only then.
+func (a auditSink) SyncAudit(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return a.s.Audit.Flush(ctx)
 }
 
 func (a auditSink) Audit(ev tagengine.AuditEvent) error {

@@ -35,7 +35,7 @@ func checkProject(p *config.Project, dataDir string, log *slog.Logger) error {
 	devs, derr := BuildDevices(p, dataDir, log)
 	_, terr := p.EngineTags()
 	_, verr := ParseViews(p.Views, p.Tags, p.Scripts, p.File)
-	return errors.Join(derr, terr, checkTags(p, devs), checkScripts(p), verr, CheckData(p))
+	return errors.Join(derr, terr, checkTags(p, devs), checkScripts(p), verr, CheckData(p), checkUsers(p))
 }
 
 // checkTags checks what the engine would refuse, with the tag's line: a

@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -37,23 +38,41 @@ const BootstrapTokenFile = "bootstrap-token"
 const metaBootstrapHash = "bootstrap_token_hash"
 
 // System is the running daemon: every subsystem, built by New.
+//
+// The project and the tag engine are replaced as a whole when a project is
+// imported (ApplyProject, project.go); read them through Project and
+// Engine at each use and never keep them.
 type System struct {
-	Config  *config.Daemon
-	Project *config.Project
-	Log     *slog.Logger
+	Config *config.Daemon
+	Log    *slog.Logger
 
 	DB      *store.DB
 	Audit   *store.AuditLog
 	Keys    *auth.Keys
-	Engine  *tagengine.Engine
 	API     *api.Server
 	Scripts *Scripts
 	Data    *Data // system.* beyond tags: vars, history, files, db, messages (data.go)
 
+	project atomic.Pointer[config.Project]   // the running project (Project)
+	engine  atomic.Pointer[tagengine.Engine] // the running tag engine (Engine)
+	applyMu sync.Mutex                       // serialises project imports (ApplyProject)
+
 	devices map[string]device.Driver
 	started time.Time
 	apiSeen atomic.Int64 // unix nanos of the last request served (watchdog)
+
+	// resolved holds the OPC UA addresses converted to the nsu= form
+	// (resolved.go).
+	resolved resolvedAddrs
 }
+
+// Project returns the running project. A project import replaces it
+// (ApplyProject); the value returned is never changed.
+func (s *System) Project() *config.Project { return s.project.Load() }
+
+// Engine returns the running tag engine. A project import replaces it
+// (ApplyProject): fetch it at each use.
+func (s *System) Engine() *tagengine.Engine { return s.engine.Load() }
 
 // New builds the system from cfg: opens the store (bounded by
 // store.open_timeout), loads the project, builds the drivers and the tag
@@ -106,6 +125,8 @@ func New(ctx context.Context, cfg *config.Daemon, log *slog.Logger) (_ *System, 
 		Devices:  devicesAPI{s},
 		Data:     DataAPI(s.Data),
 		Sandbox:  newSandboxAdmin(s.Scripts.pool, s.auditAdmin, log.With("subsystem", "sandbox")), // sandbox_admin routes
+		Certs:    certsAPI{s},                                                                     // OPC UA certificate stores (certs.go)
+		Project:  projectAPI{s},                                                                   // project and tag import/export, browse (project.go)
 	}), log.With("subsystem", "api"))
 	if err != nil {
 		return nil, err
@@ -129,14 +150,14 @@ func (s *System) loadProject() error {
 		if err := s.DB.PutProject(doc); err != nil {
 			return err
 		}
-		s.Project = p
+		s.project.Store(p)
 		return nil
 	}
 	doc, err := s.DB.Project()
 	if err != nil {
 		return err
 	}
-	s.Project = &config.Project{File: filepath.Join(s.Config.DataDir, "project.yaml")}
+	s.project.Store(&config.Project{File: s.projectFile()})
 	if doc == nil {
 		return nil
 	}
@@ -150,8 +171,8 @@ func (s *System) loadProject() error {
 	if err != nil {
 		return fmt.Errorf("stored project: %w", err)
 	}
-	p.File = s.Project.File
-	s.Project = p
+	p.File = s.projectFile()
+	s.project.Store(p)
 	return nil
 }
 
@@ -190,34 +211,45 @@ func BuildDevices(p *config.Project, dataDir string, log *slog.Logger) (map[stri
 }
 
 func (s *System) buildEngine() error {
-	devs, err := BuildDevices(s.Project, s.Config.DataDir, s.Log)
+	eng, devs, err := s.newEngine(s.Project())
 	if err != nil {
 		return err
 	}
-	tags, err := s.Project.EngineTags()
+	last, err := s.DB.LoadLastValues()
 	if err != nil {
 		return err
 	}
-	if err := checkTags(s.Project, devs); err != nil {
-		return err
-	}
-	base, _ := auth.ParseLevel(s.Config.Security.BaselineWriteLevel)
+	eng.Seed(last)
 	s.devices = devs
-	s.Engine, err = tagengine.New(tagengine.Config{
+	s.engine.Store(eng)
+	return nil
+}
+
+// newEngine builds the drivers and the tag engine of p (not started).
+func (s *System) newEngine(p *config.Project) (*tagengine.Engine, map[string]device.Driver, error) {
+	devs, err := BuildDevices(p, s.Config.DataDir, s.Log)
+	if err != nil {
+		return nil, nil, err
+	}
+	tags, err := p.EngineTags()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkTags(p, devs); err != nil {
+		return nil, nil, err
+	}
+	tags = s.resolved.applyResolved(s.DB, devs, tags, s.Log) // ns= addresses converted at an earlier start
+	base, _ := auth.ParseLevel(s.Config.Security.BaselineWriteLevel)
+	eng, err := tagengine.New(tagengine.Config{
 		Baseline:   base,
 		LastValues: s.DB,
 		Audit:      auditSink{s},
 		Logger:     s.Log.With("subsystem", "tagengine"),
 	}, devs, tags)
 	if err != nil {
-		return fmt.Errorf("%s: %w", s.Project.File, err)
+		return nil, nil, fmt.Errorf("%s: %w", p.File, err)
 	}
-	last, err := s.DB.LoadLastValues()
-	if err != nil {
-		return err
-	}
-	s.Engine.Seed(last)
-	return nil
+	return eng, devs, nil
 }
 
 // bootstrap writes the one-time bootstrap token on an empty store (no API
@@ -266,11 +298,13 @@ func (s *System) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("http.listen %s: %w", s.Config.HTTP.Listen, err)
 	}
-	if err := s.Engine.Start(ctx); err != nil {
+	s.startChangeProbe(ctx) // only with QUBIQ_DEBUG_CHANGES_FILE set (probe.go; benchmarks)
+	if err := s.Engine().Start(ctx); err != nil {
 		ln.Close()
 		return err
 	}
 	s.Data.Start(ctx)
+	s.resolved.start(ctx, s.DB, resolvedWatchEvery, s.Log) // store ns= addresses once converted
 	if err := s.Scripts.start(ctx); err != nil {
 		ln.Close()
 		return err
@@ -278,7 +312,7 @@ func (s *System) Run(ctx context.Context) error {
 	errc := make(chan error, 1)
 	go func() { errc <- s.API.Serve(ctx, ln) }()
 	s.Log.Info("qubiqd ready", slog.String("version", Version), slog.String("listen", ln.Addr().String()),
-		slog.String("data_dir", s.Config.DataDir), slog.Int("tags", len(s.Engine.Tags(auth.Full("", "", "")))))
+		slog.String("data_dir", s.Config.DataDir), slog.Int("tags", len(s.Engine().Tags(auth.Full("", "", "")))))
 	systemd.Ready()
 	go systemd.Watchdog(ctx, s.alive, s.Log)
 	select {
@@ -293,13 +327,19 @@ func (s *System) Run(ctx context.Context) error {
 
 // alive reports whether the scan loops completed a scan within maxAge.
 func (s *System) alive(maxAge time.Duration) error {
-	if len(s.Project.Tags) > 0 && time.Since(s.Engine.Progress()) > maxAge {
-		return fmt.Errorf("no scan completed for %s", time.Since(s.Engine.Progress()).Round(time.Second))
+	eng := s.Engine()
+	if eng == nil {
+		return nil // stopping
+	}
+	if len(s.Project().Tags) > 0 && time.Since(eng.Progress()) > maxAge {
+		return fmt.Errorf("no scan completed for %s", time.Since(eng.Progress()).Round(time.Second))
 	}
 	return nil
 }
 
 func (s *System) close(ctx context.Context) {
+	s.applyMu.Lock() // a project import in flight finishes first
+	defer s.applyMu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if s.Scripts != nil {
@@ -309,11 +349,11 @@ func (s *System) close(ctx context.Context) {
 		s.Data.Close(ctx)
 		s.Data = nil
 	}
-	if s.Engine != nil {
-		if err := s.Engine.Stop(ctx); err != nil {
+	s.resolved.stop()
+	if eng := s.engine.Swap(nil); eng != nil {
+		if err := eng.Stop(ctx); err != nil {
 			s.Log.Error("stop tag engine", slog.Any("err", err))
 		}
-		s.Engine = nil
 	}
 	if s.Audit != nil {
 		if err := s.Audit.Close(ctx); err != nil {

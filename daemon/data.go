@@ -107,7 +107,7 @@ func NewData(s *System) (_ *Data, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := d.loadProject(s.Project); err != nil {
+	if err := d.loadProject(s.Project()); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -279,10 +279,10 @@ const historyFeed = 65536
 
 // Start feeds the tag engine's changes to history until Close.
 func (d *Data) Start(context.Context) {
-	if d.s.Engine == nil || d.History == nil || d.stopFeed != nil {
+	if d.s.Engine() == nil || d.History == nil || d.stopFeed != nil {
 		return
 	}
-	ch, dropped, cancel := d.s.Engine.Subscribe(historyFeed)
+	ch, dropped, cancel := d.s.Engine().Subscribe(historyFeed)
 	stop := make(chan struct{})
 	d.feedDone = make(chan struct{})
 	d.feedDrop = dropped

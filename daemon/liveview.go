@@ -67,10 +67,10 @@ func (s *System) newLiveView() (*LiveView, error) {
 	if err := lv.seedUsers(); err != nil {
 		return nil, err
 	}
-	if lv.views, err = ParseViews(s.Project.Views, s.Project.Tags, s.Project.Scripts, s.Project.File); err != nil {
+	if lv.views, err = ParseViews(s.Project().Views, s.Project().Tags, s.Project().Scripts, s.Project().File); err != nil {
 		return nil, err
 	}
-	for _, sc := range s.Project.Scripts {
+	for _, sc := range s.Project().Scripts {
 		lv.entries[sc.Module] = sc.LiveView
 	}
 	if os.Getenv(auth.EscapeHatchEnv) == "off" {
@@ -156,9 +156,9 @@ var seedKeys = []string{"name", "realm", "level", "permissions", "password_hash"
 
 func (lv *LiveView) seedUsers() error {
 	var errs []error
-	for i := range lv.s.Project.Users {
-		n := &lv.s.Project.Users[i]
-		where := fmt.Sprintf("%s:%d: users[%d]", lv.s.Project.File, n.Line, i)
+	for i := range lv.s.Project().Users {
+		n := &lv.s.Project().Users[i]
+		where := fmt.Sprintf("%s:%d: users[%d]", lv.s.Project().File, n.Line, i)
 		if n.Kind != yaml.MappingNode {
 			errs = append(errs, fmt.Errorf("%s: want a mapping", where))
 			continue
@@ -166,7 +166,7 @@ func (lv *LiveView) seedUsers() error {
 		bad := false
 		for j := 0; j+1 < len(n.Content); j += 2 {
 			if k := n.Content[j]; !slices.Contains(seedKeys, k.Value) {
-				errs = append(errs, fmt.Errorf("%s:%d: unknown key %q (want %s)", lv.s.Project.File, k.Line, k.Value, strings.Join(seedKeys, ", ")))
+				errs = append(errs, fmt.Errorf("%s:%d: unknown key %q (want %s)", lv.s.Project().File, k.Line, k.Value, strings.Join(seedKeys, ", ")))
 				bad = true
 			}
 		}
@@ -391,7 +391,7 @@ func (v viewsAPI) PanelEvents(ctx context.Context, panel string, limit int) ([]a
 type liveAPI struct{ s *System }
 
 func (l liveAPI) SubscribeValues(g auth.Grant, buf int) (<-chan apitypes.TagValue, func() uint64, func()) {
-	in, engineDropped, unsubscribe := l.s.Engine.Subscribe(buf)
+	in, engineDropped, unsubscribe := l.s.Engine().Subscribe(buf)
 	out := make(chan apitypes.TagValue, buf)
 	stop := make(chan struct{})
 	var lost atomic.Uint64

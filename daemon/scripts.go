@@ -87,8 +87,8 @@ func (sc *Scripts) start(ctx context.Context) error {
 		}
 		sc.pool.SetModule(st.Module, st.Code, info, st.Version)
 	}
-	for _, ps := range sc.s.Project.Scripts {
-		code, err := os.ReadFile(sc.s.Project.ScriptFile(ps))
+	for _, ps := range sc.s.Project().Scripts {
+		code, err := os.ReadFile(sc.s.Project().ScriptFile(ps))
 		if err != nil {
 			return fmt.Errorf("project script %q: %w", ps.Module, err)
 		}
@@ -192,6 +192,9 @@ func diagsOf(ds []sandbox.Diagnostic) []apitypes.Diagnostic {
 // audits the run.
 func (sc *Scripts) RunScript(ctx context.Context, g auth.Grant, module, entry string, args json.RawMessage) (apitypes.ScriptRun, error) {
 	g.Origin = "script:" + module + "." + entry
+	if d := jsonDepth(args); d > MaxArgsDepth {
+		return apitypes.ScriptRun{}, &scriptError{kind: "invalid", detail: fmt.Sprintf("args nest %d levels deep; at most %d are accepted", d, MaxArgsDepth)}
+	}
 	start := time.Now()
 	res, err := sc.pool.Run(ctx, g, module, entry, args)
 	result := "ok"
@@ -224,7 +227,7 @@ func (sc *Scripts) ListScripts(context.Context, auth.Grant) ([]apitypes.ScriptIn
 		return nil, err
 	}
 	lv := map[string][]string{}
-	for _, ps := range sc.s.Project.Scripts {
+	for _, ps := range sc.s.Project().Scripts {
 		lv[ps.Module] = ps.LiveView
 	}
 	out := []apitypes.ScriptInfo{}
@@ -252,5 +255,44 @@ func (sc *Scripts) LintScript(ctx context.Context, code string) (apitypes.LintRe
 type services struct{ s *System }
 
 func (sv services) Call(ctx context.Context, g auth.Grant, method string, params json.RawMessage) (json.RawMessage, error) {
+	// A key revoked while its script runs stops that script's calls at once.
+	if err := sv.s.Keys.StillValid(g); err != nil {
+		return nil, err
+	}
 	return sv.s.callService(ctx, g, method, params)
+}
+
+// MaxArgsDepth is how deeply a script run's args may nest (arrays and
+// objects). Deeper JSON would exhaust the worker's decoder stack and kill
+// the worker; it is refused as invalid before it is sent.
+const MaxArgsDepth = 100
+
+// jsonDepth returns the deepest nesting of arrays and objects in raw,
+// ignoring brackets inside strings.
+func jsonDepth(raw []byte) int {
+	depth, max := 0, 0
+	inStr, esc := false, false
+	for _, c := range raw {
+		switch {
+		case inStr:
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+			}
+		case c == '"':
+			inStr = true
+		case c == '[' || c == '{':
+			depth++
+			if depth > max {
+				max = depth
+			}
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return max
 }

@@ -53,7 +53,10 @@ func (s *System) callService(ctx context.Context, g auth.Grant, method string, p
 // ReadTags is the sandbox's fast path of system.tag.read
 // (sandbox.TagReader): one VQT per path, in order, as tag.read answers.
 func (sv services) ReadTags(_ context.Context, g auth.Grant, paths []string) ([]value.VQT, error) {
-	res, err := sv.s.Engine.Read(g, paths)
+	if err := sv.s.Keys.StillValid(g); err != nil {
+		return nil, err
+	}
+	res, err := sv.s.Engine().Read(g, paths)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +79,7 @@ func (s *System) callTag(ctx context.Context, g auth.Grant, name string, params 
 		if err := json.Unmarshal(params, &p); err != nil {
 			return nil, fmt.Errorf("tag.read: bad params: %w", err)
 		}
-		res, err := s.Engine.Read(g, p.Paths)
+		res, err := s.Engine().Read(g, p.Paths)
 		if err != nil {
 			return nil, err
 		}
@@ -104,7 +107,7 @@ func (s *System) callTag(ctx context.Context, g auth.Grant, name string, params 
 			}
 			reqs[i] = tagengine.WriteRequest{Path: p.Paths[i], Value: v}
 		}
-		res, err := s.Engine.Write(ctx, g, reqs)
+		res, err := s.Engine().Write(ctx, g, reqs)
 		if err != nil {
 			return nil, err
 		}
@@ -122,7 +125,7 @@ func (s *System) callTag(ctx context.Context, g auth.Grant, name string, params 
 				return nil, fmt.Errorf("tag.browse: bad params: %w", err)
 			}
 		}
-		return json.Marshal(browse(s.Engine.Tags(g), p.Path))
+		return json.Marshal(browse(s.Engine().Tags(g), p.Path))
 	}
 	return nil, fmt.Errorf("system.tag.%s: no such method", name)
 }

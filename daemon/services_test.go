@@ -136,7 +136,8 @@ func newDataSystem(t *testing.T) (*System, *fakeRunner) {
 		t.Fatal(err)
 	}
 	p.File = filepath.Join(dir, "project.yaml")
-	s := &System{Config: &config.Daemon{DataDir: filepath.Join(dir, "data")}, Project: p, Log: quiet, started: time.Now()}
+	s := &System{Config: &config.Daemon{DataDir: filepath.Join(dir, "data")}, Log: quiet, started: time.Now()}
+	s.project.Store(p)
 	s.DB, err = store.Open(filepath.Join(s.Config.DataDir, store.FileName), store.Options{Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -411,12 +412,12 @@ func TestData_Start_EngineChangesReachHistory(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s.Data.Start(ctx)
-	if err := s.Engine.Start(ctx); err != nil {
+	if err := s.Engine().Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer s.Engine.Stop(context.Background())
+	defer s.Engine().Stop(context.Background())
 	start := time.Now().Add(-time.Second).UTC().Format(time.RFC3339Nano)
-	res, err := s.Engine.Write(ctx, g, []tagengine.WriteRequest{{Path: "Line1/T", Value: 42.5}})
+	res, err := s.Engine().Write(ctx, g, []tagengine.WriteRequest{{Path: "Line1/T", Value: 42.5}})
 	if err != nil || res[0].Quality != value.Good {
 		t.Fatalf("write: %+v, %v", res, err)
 	}

@@ -140,11 +140,11 @@ type Engine struct {
 	groups  []*group
 
 	mu   sync.RWMutex // guards tagState.cur and .dirty
-	subs struct {
-		sync.Mutex
-		next int
-		m    map[int]*subscriber
-	}
+	subs *subRegistry // shared with the engine's successor (TakeOver)
+
+	// retired is set when a successor took over (TakeOver): a change a
+	// driver still pushes into this engine is not published.
+	retired atomic.Bool
 
 	polled    int          // groups with a scan loop; set by Start
 	progress  atomic.Int64 // unix nanos of the last completed scan
@@ -153,6 +153,14 @@ type Engine struct {
 	wg        sync.WaitGroup
 	cancel    context.CancelFunc
 	startOnce sync.Once
+}
+
+// subRegistry holds the subscribers of an engine and of its successors:
+// a subscription outlives a project reload (TakeOver).
+type subRegistry struct {
+	sync.Mutex
+	next int
+	m    map[int]*subscriber
 }
 
 type subscriber struct {
@@ -177,7 +185,7 @@ func New(cfg Config, devices map[string]device.Driver, tags []Tag) (*Engine, err
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	e := &Engine{cfg: cfg, log: cfg.Logger, devices: devices, tags: map[string]*tagState{}}
-	e.subs.m = map[int]*subscriber{}
+	e.subs = &subRegistry{m: map[int]*subscriber{}}
 	var errs []error
 	groups := map[string]*group{}
 	for _, t := range tags {
@@ -403,6 +411,9 @@ func (e *Engine) update(st *tagState, v value.VQT) (Change, bool) {
 }
 
 func (e *Engine) publish(changes []Change) {
+	if e.retired.Load() {
+		return
+	}
 	e.subs.Lock()
 	defer e.subs.Unlock()
 	for _, s := range e.subs.m {
