@@ -13,7 +13,7 @@ PKGS    := ./...
 # PostgreSQL for system.db tests: the role and database scripts/ensure-deps.sh makes.
 export QUBIQ_TEST_PG_DSN ?= postgres://qubiq_test:qubiq_test@127.0.0.1:5432/qubiq_test?sslmode=disable
 
-.PHONY: all build run test test-unit test-integration test-long bench bench-modbus bench-api bench-sandbox lint deps deps-go deps-system clean
+.PHONY: all build run test test-unit test-integration test-long bench bench-modbus bench-api bench-sandbox bench-opcua lint deps deps-go deps-system clean
 
 all: build
 
@@ -56,7 +56,7 @@ test-long: deps
 
 # Benchmarks run their peers side by side and end with one line
 # `bench-NAME: key=value ...` (bench/README.md says how to read them).
-bench: bench-modbus bench-api bench-sandbox
+bench: bench-modbus bench-api bench-sandbox bench-opcua
 
 bench-modbus: deps build
 	bench/modbus/run.sh
@@ -66,6 +66,9 @@ bench-api: deps build
 
 bench-sandbox: deps build
 	PYTHON_PATH=$(PYTHON) bench/sandbox/run.sh
+
+bench-opcua: deps build
+	bench/opcua/run.sh
 
 clean:
 	rm -rf $(BIN) build var
