@@ -84,7 +84,9 @@ func TestBenchOPCUA(t *testing.T) {
 	measure(t, srv, q, interval, seconds, "", fig)
 	q.stop()
 
-	nr := startNodeRED(t, install, dir, srv.port, items)
+	nrClients := envInt(t, "BENCH_NODERED_CLIENTS", 10)
+	fig["nodered_clients"] = float64(nrClients)
+	nr := startNodeRED(t, install, dir, srv.port, items, nrClients)
 	waitInitial(t, srv, nr, items, "Node-RED")
 	measure(t, srv, nr, interval, seconds, "nodered_", fig)
 	nr.stop()
@@ -100,7 +102,7 @@ var mainKeys = []string{"delivered_fraction", "latency_p50_ms", "latency_p99_ms"
 
 var detailKeys = []string{"items", "interval_ms", "seconds", "changes_per_s", "server_sent", "server_sent_fraction",
 	"server_lag_p99_ms", "server_cpu_s", "delivered", "dropped", "latency_max_ms", "cpu_us_per_change",
-	"nodered_delivered_fraction", "nodered_latency_p50_ms", "nodered_latency_p99_ms", "nodered_rss_mib",
+	"nodered_clients", "nodered_delivered_fraction", "nodered_latency_p50_ms", "nodered_latency_p99_ms", "nodered_rss_mib",
 	"nodered_server_sent", "nodered_server_sent_fraction", "nodered_server_cpu_s", "nodered_cpu_us_per_change",
 	"rss_ratio", "cpu_per_change_ratio"}
 
@@ -369,12 +371,12 @@ context.set("timer", setInterval(() => {
 }, 500));`
 
 const buildFunc = `const items = [];
-for (let i = 0; i < %d; i++) {
+for (let i = %d; i < %d; i++) {
   items.push({ nodeId: "ns=%d;s=V" + String(i).padStart(5, "0") });
 }
 return { topic: "multiple", action: "subscribe", interval: %d, payload: items };`
 
-func startNodeRED(t *testing.T, install, dir string, port, items int) *noderedClient {
+func startNodeRED(t *testing.T, install, dir string, port, items, clients int) *noderedClient {
 	t.Helper()
 	red := filepath.Join(install, "node_modules", "node-red", "red.js")
 	if _, err := os.Stat(red); err != nil {
@@ -385,21 +387,32 @@ func startNodeRED(t *testing.T, install, dir string, port, items int) *noderedCl
 		t.Fatal(err)
 	}
 	ms := int(scan / time.Millisecond)
+	var starts []string
+	for k := 0; k < clients; k++ {
+		starts = append(starts, fmt.Sprintf("bench_build_%d", k))
+	}
 	flows := []map[string]any{
 		{"id": "bench_tab", "type": "tab", "label": "bench"},
 		{"id": "bench_ep", "type": "OpcUa-Endpoint", "name": "bench server", "endpoint": fmt.Sprintf("opc.tcp://127.0.0.1:%d", port),
 			"secpol": "None", "secmode": "None", "none": true, "login": false, "usercert": false},
 		{"id": "bench_start", "type": "inject", "z": "bench_tab", "name": "start", "once": true, "onceDelay": "1",
-			"repeat": "", "topic": "", "payload": "", "payloadType": "date", "wires": [][]string{{"bench_build"}}},
-		{"id": "bench_build", "type": "function", "z": "bench_tab", "name": "items", "outputs": 1,
-			"func": fmt.Sprintf(buildFunc, items, nsIndex, ms), "wires": [][]string{{"bench_client"}}},
-		{"id": "bench_client", "type": "OpcUa-Client", "z": "bench_tab", "name": "subscriber", "endpoint": "bench_ep",
-			"action": "subscribe", "deadbandtype": "a", "deadbandvalue": 0, "time": ms, "timeUnit": "ms", "certificate": "n",
-			"localfile": "", "localkeyfile": "", "useTransport": false, "setstatusandtime": false, "keepsessionalive": false,
-			"wires": [][]string{{"bench_count"}, {}, {}}},
+			"repeat": "", "topic": "", "payload": "", "payloadType": "date", "wires": [][]string{starts}},
 		{"id": "bench_count", "type": "function", "z": "bench_tab", "name": "count", "outputs": 1,
 			"initialize": countInit, "finalize": `clearInterval(context.get("timer"));`, "func": countFunc,
 			"wires": [][]string{{}}},
+	}
+	// The items split evenly over the client nodes: each its own session
+	// and subscription (node-red-contrib-opcua caps a subscription at 10
+	// notifications per Publish response; more sessions deliver more).
+	for k := 0; k < clients; k++ {
+		lo, hi := k*items/clients, (k+1)*items/clients
+		flows = append(flows,
+			map[string]any{"id": fmt.Sprintf("bench_build_%d", k), "type": "function", "z": "bench_tab", "name": fmt.Sprintf("items %d-%d", lo, hi-1),
+				"outputs": 1, "func": fmt.Sprintf(buildFunc, lo, hi, nsIndex, ms), "wires": [][]string{{fmt.Sprintf("bench_client_%d", k)}}},
+			map[string]any{"id": fmt.Sprintf("bench_client_%d", k), "type": "OpcUa-Client", "z": "bench_tab", "name": fmt.Sprintf("subscriber %d", k),
+				"endpoint": "bench_ep", "action": "subscribe", "deadbandtype": "a", "deadbandvalue": 0, "time": ms, "timeUnit": "ms",
+				"certificate": "n", "localfile": "", "localkeyfile": "", "useTransport": false, "setstatusandtime": false,
+				"keepsessionalive": false, "wires": [][]string{{"bench_count"}, {}, {}}})
 	}
 	fb, _ := json.MarshalIndent(flows, "", " ")
 	if err := os.WriteFile(filepath.Join(user, "flows.json"), fb, 0o644); err != nil {

@@ -79,7 +79,7 @@ async function main() {
         allowAnonymous: true,
         nodeset_filename: [nodesets.standard],
         serverCapabilities: {
-            maxSessions: 10,
+            maxSessions: 40,
             maxSubscriptionsPerSession: 20,
             maxMonitoredItemsPerSubscription: 100000,
             maxMonitoredItems: 200000,
