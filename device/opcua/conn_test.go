@@ -156,7 +156,7 @@ func TestClassifyConnErr_States(t *testing.T) {
 		}
 	}
 	_, _, why, _ := classifyConnErr(&untrustedError{thumb: "ab", detail: "x"})
-	if why != "server certificate not trusted" {
+	if why != "certificate not trusted" {
 		t.Errorf("untrusted reason %q", why)
 	}
 }

@@ -44,8 +44,8 @@ var ErrCertNotFound = errors.New("certificate not found")
 // ErrCertUntrusted is wrapped by connection attempts refused because the
 // server's certificate is not in pki/trusted, does not chain to a CA there,
 // or is outside its validity dates. Tags read Bad_CertificateUntrusted with
-// the reason "server certificate not trusted".
-var ErrCertUntrusted = errors.New("server certificate not trusted")
+// the reason "certificate not trusted".
+var ErrCertUntrusted = errors.New("certificate not trusted")
 
 // CertInfo describes one certificate of the store, for `qubiqctl devices
 // certs list`. Thumbprint is the SHA-1 of the DER in lower-case hex (the

@@ -337,8 +337,8 @@ func TestDriver_Trust_C19CertificateChain(t *testing.T) {
 	d := openDriver(t, cfg)
 	waitState(t, d, StateUntrusted, 5*time.Second)
 	v := readOne(t, d, vpoint("Double", value.Auto))
-	if v.Quality != value.BadCertificateUntrusted || v.Reason != "server certificate not trusted" {
-		t.Errorf("Read = %s %q, want Bad_CertificateUntrusted \"server certificate not trusted\"", v.Quality, v.Reason)
+	if v.Quality != value.BadCertificateUntrusted || v.Reason != "certificate not trusted" {
+		t.Errorf("Read = %s %q, want Bad_CertificateUntrusted \"certificate not trusted\"", v.Quality, v.Reason)
 	}
 	ents, err := os.ReadDir(filepath.Join(pki, RejectedDir))
 	if err != nil || len(ents) != 1 {
