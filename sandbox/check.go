@@ -87,8 +87,15 @@ func (p *Pool) Check(ctx context.Context, module, code string) (ModuleInfo, erro
 		if e.TimeoutMs != nil {
 			ms = *e.TimeoutMs
 		}
-		info.Entries = append(info.Entries, Entry{Name: e.Name,
-			TimeoutMs: int(p.cfg.clampTimeout(ms) / time.Millisecond)})
+		got := int(p.cfg.clampTimeout(ms) / time.Millisecond)
+		if e.TimeoutMs != nil && got != ms {
+			// Clamping is not silent: the author sees the timeout that applies.
+			info.Diagnostics = append(info.Diagnostics, Diagnostic{Line: 1, Column: 1, EndLine: 1, EndColumn: 1,
+				Code: "QB-timeout", Severity: "warning",
+				Message: fmt.Sprintf("%s: @gateway(timeout_ms=%d) is outside python.gateway_timeout [%s, %s]; %s applies",
+					e.Name, ms, p.cfg.GatewayTimeout.Min, p.cfg.GatewayTimeout.Max, time.Duration(got)*time.Millisecond)})
+		}
+		info.Entries = append(info.Entries, Entry{Name: e.Name, TimeoutMs: got})
 	}
 	var first *Diagnostic
 	n := 0

@@ -66,8 +66,18 @@ class K:
 	if got := fmt.Sprint(info.Entries); got != want {
 		t.Errorf("entries %s, want %s", got, want)
 	}
-	if len(info.Diagnostics) != 0 {
-		t.Errorf("diagnostics %+v", info.Diagnostics)
+	// Clamping is reported, once per clamped entry, as a warning.
+	var warned []string
+	for _, d := range info.Diagnostics {
+		if d.Code != "QB-timeout" || d.Severity != "warning" {
+			t.Errorf("unexpected diagnostic %+v", d)
+			continue
+		}
+		warned = append(warned, d.Message)
+	}
+	if len(warned) != 2 || !strings.Contains(warned[0], "too_short: @gateway(timeout_ms=1)") || !strings.Contains(warned[0], "10ms applies") ||
+		!strings.Contains(warned[1], "too_long") || !strings.Contains(warned[1], "10m0s applies") {
+		t.Errorf("clamp warnings %q", warned)
 	}
 }
 
