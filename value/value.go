@@ -114,6 +114,10 @@ type VQT struct {
 	Time       time.Time
 	Reason     string
 	StatusCode uint32
+	// ServerTime is the OPC UA server timestamp (Part 4 §7.7.4) when the
+	// value came from a server that sent one; Time is then the source
+	// timestamp (§7.7.3), which history uses. Zero for other drivers.
+	ServerTime time.Time
 }
 
 // Bad returns a VQT with no value, quality q, the reason and the time t.

@@ -25,6 +25,9 @@ type TagValue struct {
 	Timestamp  time.Time
 	Reason     string
 	StatusCode uint32
+	// ServerTimestamp is the OPC UA server timestamp, when there is one
+	// (Timestamp is then the source timestamp).
+	ServerTimestamp time.Time
 }
 
 type tagValueWire struct {
@@ -34,23 +37,28 @@ type tagValueWire struct {
 	Timestamp  string          `json:"timestamp"`
 	Reason     string          `json:"reason,omitempty"`
 	StatusCode uint32          `json:"status_code,omitempty"`
+	ServerTime string          `json:"server_timestamp,omitempty"`
 }
 
 // FromVQT returns the wire form of the VQT v of the tag at path.
 func FromVQT(path string, v value.VQT) TagValue {
 	return TagValue{Path: path, Value: v.Value, Quality: v.Quality.String(),
-		Timestamp: v.Time, Reason: v.Reason, StatusCode: v.StatusCode}
+		Timestamp: v.Time, Reason: v.Reason, StatusCode: v.StatusCode, ServerTimestamp: v.ServerTime}
 }
 
 // MarshalJSON encodes t as {"path","value","quality","timestamp","reason"?,
-// "status_code"?}, the value with int64/uint64 exact and the time in UTC.
+// "status_code"?, "server_timestamp"?}, the value with int64/uint64 exact and the time in UTC.
 func (t TagValue) MarshalJSON() ([]byte, error) {
 	raw, err := EncodeValue(t.Value)
 	if err != nil {
 		return nil, fmt.Errorf("tag %q: %w", t.Path, err)
 	}
-	return json.Marshal(tagValueWire{Path: t.Path, Value: raw, Quality: t.Quality,
-		Timestamp: t.Timestamp.UTC().Format(TimeFormat), Reason: t.Reason, StatusCode: t.StatusCode})
+	w := tagValueWire{Path: t.Path, Value: raw, Quality: t.Quality,
+		Timestamp: t.Timestamp.UTC().Format(TimeFormat), Reason: t.Reason, StatusCode: t.StatusCode}
+	if !t.ServerTimestamp.IsZero() {
+		w.ServerTime = t.ServerTimestamp.UTC().Format(TimeFormat)
+	}
+	return json.Marshal(w)
 }
 
 // UnmarshalJSON decodes the wire form; the value keeps int64/uint64 exact
@@ -73,6 +81,13 @@ func (t *TagValue) UnmarshalJSON(b []byte) error {
 	}
 	*t = TagValue{Path: w.Path, Value: v, Quality: w.Quality, Timestamp: ts.UTC(),
 		Reason: w.Reason, StatusCode: w.StatusCode}
+	if w.ServerTime != "" {
+		st, err := time.Parse(time.RFC3339Nano, w.ServerTime)
+		if err != nil {
+			return fmt.Errorf("tag %q: server_timestamp %q is not RFC 3339", w.Path, w.ServerTime)
+		}
+		t.ServerTimestamp = st.UTC()
+	}
 	return nil
 }
 

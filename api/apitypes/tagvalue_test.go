@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,5 +100,25 @@ func TestFromVQT_Fields(t *testing.T) {
 	want := TagValue{Path: "P", Value: int64(1), Quality: "Uncertain_LastUsableValue", Timestamp: ts, Reason: "r", StatusCode: 7}
 	if !value.Equal(got.Value, want.Value) || got.Quality != want.Quality || !got.Timestamp.Equal(ts) || got.Reason != "r" || got.StatusCode != 7 {
 		t.Errorf("FromVQT = %+v, want %+v", got, want)
+	}
+}
+
+func TestTagValue_ServerTimestampRoundTrip(t *testing.T) {
+	src := time.Date(2026, 11, 30, 10, 0, 0, 123000000, time.UTC)
+	srv := src.Add(5 * time.Millisecond)
+	b, err := json.Marshal(FromVQT("A", value.VQT{Value: 1.5, Quality: value.Good, Time: src, ServerTime: srv}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"server_timestamp":"2026-11-30T10:00:00.128000000Z"`) {
+		t.Fatalf("wire %s lacks the server timestamp", b)
+	}
+	var back TagValue
+	if err := json.Unmarshal(b, &back); err != nil || !back.ServerTimestamp.Equal(srv) || !back.Timestamp.Equal(src) {
+		t.Fatalf("round trip %+v %v", back, err)
+	}
+	plain, _ := json.Marshal(FromVQT("B", value.VQT{Value: 1, Quality: value.Good, Time: src}))
+	if strings.Contains(string(plain), "server_timestamp") {
+		t.Fatalf("a value without a server timestamp carries one: %s", plain)
 	}
 }

@@ -439,6 +439,9 @@ func vqtOf(dv *ua.DataValue, t value.Type) value.VQT {
 	code := dv.Status
 	q := StatusQuality(uint32(code))
 	out := value.VQT{Quality: q, Time: ts, StatusCode: uint32(code)}
+	if !dv.ServerTimestamp.IsZero() {
+		out.ServerTime = dv.ServerTimestamp.UTC()
+	}
 	if q != value.Good {
 		out.Reason = statusReason(code)
 	}

@@ -208,3 +208,17 @@ func TestBuiltinOf_Subtypes(t *testing.T) {
 }
 
 func jsonNumber(s string) json.Number { return json.Number(s) }
+
+// TestVQTOf_KeepsBothTimestamps: the source timestamp is the VQT's time
+// (used for history), the server timestamp is kept beside it (issue 6,
+// Status codes).
+func TestVQTOf_KeepsBothTimestamps(t *testing.T) {
+	src := time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)
+	srv := src.Add(7 * time.Millisecond)
+	dv := &ua.DataValue{EncodingMask: ua.DataValueValue | ua.DataValueSourceTimestamp | ua.DataValueServerTimestamp,
+		Value: ua.MustVariant(2.5), SourceTimestamp: src, ServerTimestamp: srv}
+	v := vqtOf(dv, value.Auto)
+	if !v.Time.Equal(src) || !v.ServerTime.Equal(srv) || v.Quality != value.Good {
+		t.Fatalf("vqt %+v, want source %v and server %v", v, src, srv)
+	}
+}
