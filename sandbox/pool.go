@@ -507,9 +507,18 @@ func (p *Pool) run(ctx context.Context, g auth.Grant, module, entry string, args
 		return RunResult{}, runErr(KindBusy, "all %d Python workers are busy and %d runs are waiting; retry later",
 			p.cfg.Replicas, p.cfg.Queue)
 	}
+	// A run waits for a worker at most its own timeout: a caller is never
+	// held longer than that in the queue without an answer (busy, retry).
+	wait := time.NewTimer(timeout)
+	defer wait.Stop()
 	select {
 	case r := <-j.done:
 		return r.res, r.err
+	case <-wait.C:
+		if j.state.CompareAndSwap(jobQueued, jobAbandoned) {
+			return RunResult{}, runErr(KindBusy, "%s.%s waited %s (its timeout) and no Python worker became free; retry later",
+				module, entry, timeout)
+		}
 	case <-ctx.Done():
 		if j.state.CompareAndSwap(jobQueued, jobAbandoned) {
 			return RunResult{}, ctxErr(ctx.Err(), module, entry)

@@ -853,3 +853,42 @@ func TestPool_Run_MalformedServiceAnswer_IsCallError(t *testing.T) {
 		}
 	}
 }
+
+// TestPool_Run_QueueWaitBoundedByTimeout: a run that cannot get a worker
+// within its own timeout answers busy (retry later) instead of holding its
+// caller for as long as the workers stay busy.
+func TestPool_Run_QueueWaitBoundedByTimeout(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Replicas = 1
+	svc := newFakeServices()
+	p := startPool(t, cfg, svc)
+	load(t, p, "m", `
+def block(args):
+    return system.tag.read(["Block"])[0].quality
+
+@gateway(timeout_ms=200)
+def quick(args):
+    return 1
+`)
+	done := make(chan error, 1)
+	go func() {
+		_, err := run(t, p, full, "m", "block", "null")
+		done <- err
+	}()
+	<-svc.blocked // the only worker is busy
+	start := time.Now()
+	_, err := run(t, p, full, "m", "quick", "null")
+	if re := runErrOf(t, err); re.Kind != KindBusy || !strings.Contains(re.Detail, "waited 200ms") {
+		t.Fatalf("queued past its timeout: %+v, want busy naming the wait", re)
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Fatalf("caller held %s", el)
+	}
+	close(svc.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run(t, p, full, "m", "quick", "null"); err != nil {
+		t.Fatalf("next run: %v", err)
+	}
+}
