@@ -145,6 +145,12 @@ func runHelper(args []string) error {
 			return err
 		}
 	}
+	// Only stdin/stdout/stderr and the transport (fds 3 and 4) reach
+	// Python: descriptors the daemon itself inherited without close-on-exec
+	// (from a shell, a supervisor) are closed by the exec.
+	if err := unix.CloseRange(5, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil && !errors.Is(err, unix.ENOSYS) {
+		return fmt.Errorf("close_range: %w", err)
+	}
 	return fmt.Errorf("exec %s: %w", argv[0], syscall.Exec(argv[0], argv, os.Environ()))
 }
 
