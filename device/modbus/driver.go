@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -157,7 +159,29 @@ func (d *Driver) Close(ctx context.Context) error {
 
 // State reports "connected", "connecting" (with the last dial error) or
 // "disconnected" (after Close) for health.
-func (d *Driver) State() (string, string) { return d.link.getState() }
+//
+// A connected device with a demoted unit reports "degraded", naming the
+// units, so health shows what the tags already say.
+func (d *Driver) State() (string, string) {
+	state, reason := d.link.getState()
+	if state != "connected" {
+		return state, reason
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var units []string
+	now := time.Now()
+	for id, u := range d.units {
+		if !u.demotedUntil.IsZero() && now.Before(u.demotedUntil) {
+			units = append(units, strconv.Itoa(int(id)))
+		}
+	}
+	if len(units) == 0 {
+		return state, reason
+	}
+	slices.Sort(units)
+	return "degraded", fmt.Sprintf("unit %s demoted after %d timeouts", strings.Join(units, ", "), d.cfg.Breaker.Timeouts)
+}
 
 // Read reads points, merged into as few requests as plan allows, and
 // returns one VQT per point, in order. A point whose address does not parse

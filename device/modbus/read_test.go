@@ -439,6 +439,9 @@ func TestDriver_Read_BreakerDemotesOneUnit(t *testing.T) {
 	if el := time.Since(start); el > testTimeout {
 		t.Errorf("read with a demoted unit took %s, want no wait for it", el)
 	}
+	if st, why := d.State(); st != "degraded" || why != "unit 2 demoted after 2 timeouts" {
+		t.Errorf("State = %q %q, want degraded naming unit 2", st, why)
+	}
 	if err := d.Write(context.Background(), u2, 1); err == nil || qualityErr(t, err).Quality != value.BadNotConnected {
 		t.Errorf("write to a demoted unit = %v, want Bad_NotConnected", err)
 	}
