@@ -272,7 +272,12 @@ r, w = os.pipe()
 pid = _posixsubprocess.fork_exec([b"/bin/sh", b"-c", b"echo pwned > " + outside.encode()], [b"/bin/sh"],
     True, (w,), None, None, -1, -1, -1, -1, -1, -1, r, w, True, False, -1, None, None, None, -1, None, False)
 os.close(w)
-err = os.read(r, 200)
+err = b""
+while True:  # the child writes its error in pieces ("OSError:", then "d:"): read to EOF
+    chunk = os.read(r, 200)
+    if not chunk:
+        break
+    err += chunk
 _, status = os.waitpid(pid, 0)
 print("fork_exec", err, os.WEXITSTATUS(status), os.path.exists(outside))
 `
