@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"qubiq.dev/edge/device"
+	"qubiq.dev/edge/internal/peers"
 	"qubiq.dev/edge/value"
 )
 
@@ -75,21 +76,21 @@ func TestDriver_Trust_UntrustedRefusedThenTrusted(t *testing.T) {
 	pki := t.TempDir()
 	d := openDriver(t, secureConfig(t, srv, pki, PolicyBasic256Sha256, ModeSignAndEncrypt))
 	waitState(t, d, StateUntrusted, 5*time.Second)
-	if _, why := d.State(); !strings.Contains(why, srv.Thumbprint) {
-		t.Errorf("State reason %q does not name the thumbprint %s", why, srv.Thumbprint)
+	if _, why := d.State(); !strings.Contains(why, srv.Thumbprint()) {
+		t.Errorf("State reason %q does not name the thumbprint %s", why, srv.Thumbprint())
 	}
 	v := readOne(t, d, vpoint("Double", value.Auto))
 	if v.Quality != value.BadCertificateUntrusted || !strings.Contains(v.Reason, "certificate not trusted") {
 		t.Fatalf("Read = %s %q, want Bad_CertificateUntrusted \"certificate not trusted\"", v.Quality, v.Reason)
 	}
-	if got := certStatus(t, pki, srv.Thumbprint); got != CertRejected {
+	if got := certStatus(t, pki, srv.Thumbprint()); got != CertRejected {
 		t.Fatalf("server certificate status %q, want %q", got, CertRejected)
 	}
 	if st := srv.Stats(); st.CreatedSessions != 0 {
 		t.Errorf("the server saw %d sessions from an untrusting client, want 0", st.CreatedSessions)
 	}
 	start := time.Now()
-	if err := TrustCert(pki, strings.ToUpper(srv.Thumbprint)); err != nil {
+	if err := TrustCert(pki, strings.ToUpper(srv.Thumbprint())); err != nil {
 		t.Fatalf("TrustCert: %v", err)
 	}
 	waitState(t, d, "connected", 5*time.Second)
@@ -99,7 +100,7 @@ func TestDriver_Trust_UntrustedRefusedThenTrusted(t *testing.T) {
 	if v := readOne(t, d, vpoint("Double", value.Auto)); !isGood(v) || v.Value != 2.718281828459045 {
 		t.Errorf("Read after trust = %v %s, want 2.718281828459045 Good", v.Value, v.Quality)
 	}
-	if got := certStatus(t, pki, srv.Thumbprint); got != CertTrusted {
+	if got := certStatus(t, pki, srv.Thumbprint()); got != CertTrusted {
 		t.Errorf("server certificate status %q after TrustCert, want %q", got, CertTrusted)
 	}
 }
@@ -118,20 +119,20 @@ func TestDriver_Trust_SecondServerCertificateRefused(t *testing.T) {
 	}
 
 	srv.Stop()
-	other := &uaServer{t: t, Port: srv.Port, PKI: t.TempDir()}
+	other := peers.NewOPCUA(t, srv.Port, t.TempDir())
 	other.Start()
 	t.Cleanup(other.Stop)
-	if other.Thumbprint == srv.Thumbprint {
+	if other.Thumbprint() == srv.Thumbprint() {
 		t.Fatal("the second server has the same certificate")
 	}
 	waitState(t, d, StateUntrusted, 10*time.Second)
 	if v := readOne(t, d, vpoint("Int32", value.Auto)); v.Quality != value.BadCertificateUntrusted {
 		t.Errorf("Read from the second server: %s, want Bad_CertificateUntrusted", v.Quality)
 	}
-	if got := certStatus(t, pki, other.Thumbprint); got != CertRejected {
+	if got := certStatus(t, pki, other.Thumbprint()); got != CertRejected {
 		t.Errorf("second server certificate status %q, want %q", got, CertRejected)
 	}
-	if got := certStatus(t, pki, srv.Thumbprint); got != CertTrusted {
+	if got := certStatus(t, pki, srv.Thumbprint()); got != CertTrusted {
 		t.Errorf("first server certificate status %q, want still %q", got, CertTrusted)
 	}
 	if st := other.Stats(); st.CreatedSessions != 0 {
@@ -212,7 +213,7 @@ func TestDriver_Security_UsernameOverNoneEncryptedToken(t *testing.T) {
 	if st := srv.Stats(); st.CreatedSessions != 0 {
 		t.Fatalf("the server saw %d sessions before its certificate was trusted, want 0", st.CreatedSessions)
 	}
-	if err := TrustCert(pki, srv.Thumbprint); err != nil {
+	if err := TrustCert(pki, srv.Thumbprint()); err != nil {
 		t.Fatal(err)
 	}
 	waitState(t, d, "connected", 5*time.Second)
@@ -326,8 +327,8 @@ func TestDriver_Trust_C19CertificateChain(t *testing.T) {
 	t.Parallel()
 	leaf, _, chainFile, keyFile := chainCerts(t, t.TempDir())
 	srv := startServer(t, "--cert", chainFile, "--key", keyFile)
-	if srv.Thumbprint != Thumbprint(leaf.Raw) {
-		t.Fatalf("server thumbprint %s, want the leaf's %s", srv.Thumbprint, Thumbprint(leaf.Raw))
+	if srv.Thumbprint() != Thumbprint(leaf.Raw) {
+		t.Fatalf("server thumbprint %s, want the leaf's %s", srv.Thumbprint(), Thumbprint(leaf.Raw))
 	}
 	pki := t.TempDir()
 	cfg := secureConfig(t, srv, pki, PolicyBasic256Sha256, ModeSignAndEncrypt)

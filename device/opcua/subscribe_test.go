@@ -169,8 +169,8 @@ func TestDriver_Subscribe_ServerRestartNamespacesReordered(t *testing.T) {
 		return v.Quality == value.BadNotConnected
 	})
 	srv.Start("--extra-ns-first")
-	if srv.Namespaces[2] != "urn:other" || srv.Namespaces[3] != vendorNS {
-		t.Fatalf("restarted server namespaces %v: want urn:other at 2 and %s at 3", srv.Namespaces, vendorNS)
+	if srv.Namespaces()[2] != "urn:other" || srv.Namespaces()[3] != vendorNS {
+		t.Fatalf("restarted server namespaces %v: want urn:other at 2 and %s at 3", srv.Namespaces(), vendorNS)
 	}
 	n := r.count(1)
 	waitValue(t, r, 0, 10*time.Second, "Counter values after the restart", isGood)

@@ -151,10 +151,18 @@ type OPCUA struct {
 // stops it at the end of the test.
 func StartOPCUA(t testing.TB, args ...string) *OPCUA {
 	t.Helper()
-	s := &OPCUA{t: t, Port: FreePort(t), PKI: t.TempDir()}
+	s := NewOPCUA(t, FreePort(t), t.TempDir())
 	s.Start(args...)
 	t.Cleanup(s.Stop)
 	return s
+}
+
+// NewOPCUA returns a server for port with its certificate folder pki, not
+// started: Start runs it (a second server on a port, with another
+// certificate, is how a test plays a man in the middle). The caller stops
+// it.
+func NewOPCUA(t testing.TB, port int, pki string) *OPCUA {
+	return &OPCUA{t: t, Port: port, PKI: pki}
 }
 
 // URL is the server's endpoint URL.
@@ -297,30 +305,67 @@ func (s *OPCUA) Kill() {
 // or no reply within 10 s fails the test.
 func (s *OPCUA) Cmd(line string) map[string]any {
 	s.t.Helper()
+	m, err := s.CmdErr(line)
+	if err != nil {
+		s.t.Fatalf("server command %q: %v", line, err)
+	}
+	return m
+}
+
+// CmdErr sends one command line to server.js and returns its reply, or the
+// error it answered (or that it exited, or did not answer within 10 s).
+func (s *OPCUA) CmdErr(line string) (map[string]any, error) {
+	s.t.Helper()
 	s.mu.Lock()
 	stdin, replies, stderr := s.stdin, s.replies, s.stderr
 	s.mu.Unlock()
 	if stdin == nil {
-		s.t.Fatalf("server command %q: the server is not running", line)
+		return nil, errors.New("the server is not running")
 	}
 	if _, err := io.WriteString(stdin, line+"\n"); err != nil {
-		s.t.Fatalf("server command %q: %v", line, err)
+		return nil, err
 	}
 	timer := time.NewTimer(10 * time.Second)
 	defer timer.Stop()
 	select {
 	case m, ok := <-replies:
 		if !ok {
-			s.t.Fatalf("server command %q: the server exited\n%s", line, stderr)
+			return nil, fmt.Errorf("the server exited\n%s", stderr)
 		}
 		if e, ok := m["error"]; ok {
-			s.t.Fatalf("server command %q: %v", line, e)
+			return nil, fmt.Errorf("%v", e)
 		}
-		return m
+		return m, nil
 	case <-timer.C:
-		s.t.Fatalf("server command %q: no reply within 10s", line)
+		return nil, errors.New("no reply within 10s")
 	}
-	return nil
+}
+
+// OPCUAStats are server.js's session, subscription and item counts (its
+// "stats" command).
+type OPCUAStats struct {
+	Sessions          int            `json:"sessions"`
+	Subscriptions     int            `json:"subscriptions"`
+	MonitoredItems    int            `json:"monitoredItems"`
+	CreatedSessions   int            `json:"createdSessions"`
+	ActivatedSessions int            `json:"activatedSessions"`
+	ClosedSessions    map[string]int `json:"closedSessions"`
+	ClosedDeleting    int            `json:"closedDeletingSubscriptions"`
+}
+
+// Stats returns the server's counts.
+func (s *OPCUA) Stats() OPCUAStats {
+	s.t.Helper()
+	m := s.Cmd("stats")
+	b, err := json.Marshal(m)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var st OPCUAStats
+	if err := json.Unmarshal(b, &st); err != nil {
+		s.t.Fatalf("stats %s: %v", b, err)
+	}
+	return st
 }
 
 // syncBuffer collects a process's stderr for failure messages.
