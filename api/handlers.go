@@ -254,13 +254,10 @@ var tagPathSegment = regexp.MustCompile(`^[\p{L}\p{N}_.\- ]+$`)
 // checkKeyRequest validates a new API key against the contract (400 naming
 // the bad value) and against the creator's grant g: a key never gets a
 // scope, permission, write level or tag range its creator lacks (403 naming
-// what; DESIGN.md: nothing a request sends can widen a grant).
+// what: auth.Grant.Covers, nothing a request sends can widen a grant).
 func checkKeyRequest(req apitypes.APIKeyRequest, g auth.Grant, now time.Time) error {
 	bad := func(format string, args ...any) error {
 		return errorf(http.StatusBadRequest, KindInvalid, format, args...)
-	}
-	deny := func(format string, args ...any) error {
-		return errorf(http.StatusForbidden, KindPermissionDenied, format, args...)
 	}
 	if strings.TrimSpace(req.Name) == "" {
 		return bad(`missing "name"`)
@@ -289,33 +286,17 @@ func checkKeyRequest(req apitypes.APIKeyRequest, g auth.Grant, now time.Time) er
 			}
 		}
 	}
-	if req.Expires != nil && !req.Expires.After(now) {
+	if req.Expires != nil && (auth.Grant{Expires: *req.Expires}).Expired(now) {
 		return bad("expires %s is not in the future", req.Expires.UTC().Format(time.RFC3339))
 	}
+	want := auth.Grant{WriteLevel: level, Prefixes: req.Prefixes}
 	for _, sc := range req.Scopes {
-		if !g.HasScope(auth.Scope(sc)) {
-			return deny("cannot grant scope %q: the creating grant does not hold it", sc)
-		}
+		want.Scopes = append(want.Scopes, auth.Scope(sc))
 	}
 	for _, p := range req.Permissions {
-		if !g.HasPermission(auth.Permission(p)) {
-			return deny("cannot grant permission %q: the creating grant does not hold it", p)
-		}
+		want.Permissions = append(want.Permissions, auth.Permission(p))
 	}
-	if level > g.WriteLevel {
-		return deny("cannot grant write level %q: above the creating grant's %q", level, g.WriteLevel)
-	}
-	if len(g.Prefixes) > 0 {
-		if len(req.Prefixes) == 0 {
-			return deny("cannot grant every tag path: the creating grant is limited to prefixes %q", g.Prefixes)
-		}
-		for _, p := range req.Prefixes {
-			if !g.AllowsPath(strings.TrimSuffix(p, "/")) {
-				return deny("cannot grant prefix %q: outside the creating grant's prefixes %q", p, g.Prefixes)
-			}
-		}
-	}
-	return nil
+	return g.Covers(want, "")
 }
 
 // nonNil returns s, or an empty slice for nil, so lists encode as [] and

@@ -115,7 +115,7 @@ func (s *Server) authorize(r *http.Request, rt route, target string) (*http.Requ
 		return r, auth.Grant{}, &httpError{status: http.StatusServiceUnavailable, kind: KindUnavailable,
 			detail: "credentials could not be checked; retry", retryAfter: true}
 	}
-	if !g.Expires.IsZero() && !s.cfg.Now().Before(g.Expires) {
+	if g.Expired(s.cfg.Now()) {
 		s.log.InfoContext(r.Context(), "request refused", slog.String("route", target), slog.String("principal", g.Principal),
 			slog.String("reason", "expired"))
 		return r, auth.Grant{}, errorf(http.StatusUnauthorized, KindUnauthenticated,

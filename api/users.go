@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 
 	"qubiq.dev/edge/api/apitypes"
@@ -36,14 +37,9 @@ func (s *Server) addUser(w http.ResponseWriter, r *http.Request, g auth.Grant) e
 	if req.Name == "" || req.Realm == "" || req.Password == "" {
 		return errorf(http.StatusBadRequest, KindInvalid, `missing "name", "realm" or "password"`)
 	}
-	// Nothing a request sends widens a grant: a users_admin may not make a
-	// platform user with a permission it does not hold itself.
 	for _, p := range req.Permissions {
-		if !g.HasPermission(auth.Permission(p)) {
-			if _, err := auth.ParsePermission(p); err != nil {
-				return errorf(http.StatusBadRequest, KindInvalid, "permissions: %v", err)
-			}
-			return errorf(http.StatusForbidden, KindPermissionDenied, "cannot grant permission %q: the creating grant does not hold it", p)
+		if _, err := auth.ParsePermission(p); err != nil {
+			return errorf(http.StatusBadRequest, KindInvalid, "permissions: %v", err)
 		}
 	}
 	if err := covers(g, req.Realm, req.Level, req.Permissions); err != nil {
@@ -100,22 +96,7 @@ func covers(g auth.Grant, realm, level string, perms []string) error {
 		s.Permissions = append(s.Permissions, auth.Permission(p))
 	}
 	want, _ := auth.LiveViewGrant(s, false)
-	for _, sc := range want.Scopes {
-		if !g.HasScope(sc) {
-			return errorf(http.StatusForbidden, KindPermissionDenied,
-				"cannot create or manage a %s user: its sessions would hold scope %q, which the creating grant does not", realm, sc)
-		}
-	}
-	if want.WriteLevel > g.WriteLevel {
-		return errorf(http.StatusForbidden, KindPermissionDenied,
-			"cannot create or manage a %s user: its sessions would write at level %q, above the creating grant's %q", realm, want.WriteLevel, g.WriteLevel)
-	}
-	for _, p := range want.Permissions {
-		if !g.HasPermission(p) {
-			return errorf(http.StatusForbidden, KindPermissionDenied, "cannot grant permission %q: the creating grant does not hold it", p)
-		}
-	}
-	return nil
+	return g.Covers(want, fmt.Sprintf("a %s user's sessions", realm))
 }
 
 // mayManage refuses to change the password of a user who can do more than

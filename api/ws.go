@@ -153,7 +153,7 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request, g auth.Grant) error 
 				}
 			}
 		case now := <-hb.C:
-			if !g.Expires.IsZero() && !s.cfg.Now().Before(g.Expires) {
+			if g.Expired(s.cfg.Now()) {
 				return endSession("credentials expired")
 			}
 			if isSession {

@@ -364,7 +364,7 @@ func (p *Pool) dispatch(ctx context.Context, g auth.Grant, run string, c *rpc.Ca
 		r.Error = &rpc.CallError{Kind: "permission_denied", Message: "refused: " + err.Error()}
 		return r
 	}
-	if !g.Expires.IsZero() && time.Now().After(g.Expires) {
+	if g.Expired(time.Now()) {
 		de := &auth.DeniedError{Kind: "expired", Need: "an unexpired grant", Target: target}
 		p.auditRefusal(g, c.Method, de)
 		r.Error = &rpc.CallError{Kind: "permission_denied", Message: de.Error()}
