@@ -12,6 +12,7 @@ import (
 
 	"qubiq.dev/edge/auth"
 	"qubiq.dev/edge/device"
+	"qubiq.dev/edge/internal/yamlnode"
 	"qubiq.dev/edge/tagengine"
 	"qubiq.dev/edge/value"
 )
@@ -62,36 +63,12 @@ func (d *DeviceConfig) UnmarshalYAML(n *yaml.Node) error {
 	delete(m, "name")
 	delete(m, "driver")
 	d.Name, d.Driver = name, drv
-	raw, err := json.Marshal(jsonable(m))
+	raw, err := json.Marshal(yamlnode.JSONable(m))
 	if err != nil {
 		return fmt.Errorf("line %d: device %q: %w", n.Line, name, err)
 	}
 	d.Raw = raw
 	return nil
-}
-
-// jsonable turns YAML-decoded maps (map[string]any with nested any) into
-// values encoding/json accepts.
-func jsonable(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			x[k] = jsonable(e)
-		}
-		return x
-	case map[any]any:
-		m := map[string]any{}
-		for k, e := range x {
-			m[fmt.Sprint(k)] = jsonable(e)
-		}
-		return m
-	case []any:
-		for i, e := range x {
-			x[i] = jsonable(e)
-		}
-		return x
-	}
-	return v
 }
 
 // TagConfig is one tag as written in the project file.

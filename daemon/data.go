@@ -20,6 +20,7 @@ import (
 	"qubiq.dev/edge/auth"
 	"qubiq.dev/edge/config"
 	"qubiq.dev/edge/files"
+	"qubiq.dev/edge/internal/yamlnode"
 	"qubiq.dev/edge/store"
 	"qubiq.dev/edge/store/sqldb"
 )
@@ -219,11 +220,8 @@ func ParseMessageHandlers(file string, nodes []yaml.Node) ([]MessageHandler, err
 			bad("", "want a mapping {name, entry}")
 			continue
 		}
-		b, _ := yaml.Marshal(n)
-		dec := yaml.NewDecoder(strings.NewReader(string(b)))
-		dec.KnownFields(true)
-		if err := dec.Decode(&y); err != nil {
-			bad(y.Name, "%s", strings.TrimPrefix(err.Error(), "yaml: "))
+		if err := yamlnode.DecodeStrict(n, &y); err != nil {
+			bad(y.Name, "%s", err)
 			continue
 		}
 		module, entry, ok := strings.Cut(y.Entry, ".")

@@ -22,6 +22,7 @@ import (
 	"qubiq.dev/edge/auth"
 	"qubiq.dev/edge/config"
 	"qubiq.dev/edge/device"
+	"qubiq.dev/edge/internal/atomicfile"
 	"qubiq.dev/edge/store/sqldb"
 	"qubiq.dev/edge/tagengine"
 	"qubiq.dev/edge/value"
@@ -321,52 +322,13 @@ func (s *System) persistProject(doc []byte) error {
 	return nil
 }
 
-// writeFileAtomic writes b to path through a temporary file in the same
-// directory, synced and renamed over path, so a reader (or a restart)
-// sees the old file or the new one, never a part. The mode of an existing
-// file is kept.
+// writeFileAtomic writes b to path atomically (internal/atomicfile),
+// keeping the mode of an existing file.
 func writeFileAtomic(path string, b []byte, mode os.FileMode) error {
 	if st, err := os.Stat(path); err == nil {
 		mode = st.Mode().Perm()
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			os.Remove(tmp)
-		}
-	}()
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	ok = true
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		if err := d.Sync(); err != nil {
-			d.Close()
-			return fmt.Errorf("sync %s: %w", filepath.Dir(path), err)
-		}
-		return d.Close()
-	}
-	return nil
+	return atomicfile.WriteFile(path, b, mode)
 }
 
 // ImportTags upserts tags into the running project by path (format "csv":

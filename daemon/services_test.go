@@ -2,9 +2,6 @@ package daemon
 
 import (
 	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +15,7 @@ import (
 	"time"
 
 	_ "qubiq.dev/edge/device/sim"
+	"qubiq.dev/edge/internal/peers"
 
 	"qubiq.dev/edge/api/apitypes"
 	"qubiq.dev/edge/auth"
@@ -28,45 +26,11 @@ import (
 	"qubiq.dev/edge/value"
 )
 
-// testPGDSN is the PostgreSQL server of the tests (PEERS.md: the system
-// server, trust auth); QUBIQ_TEST_PG_DSN overrides it.
-func testPGDSN() string {
-	if d := os.Getenv("QUBIQ_TEST_PG_DSN"); d != "" {
-		return d
-	}
-	return "postgres://qubiq_test:qubiq_test@127.0.0.1:5432/qubiq_test?sslmode=disable"
-}
-
-// testSchema creates a PostgreSQL schema for one test (dropped at its end)
-// and returns a DSN whose search_path is it. An unreachable server fails
-// the test.
-func testSchema(t *testing.T) string {
-	t.Helper()
-	db, err := sql.Open("pgx", testPGDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := db.PingContext(ctx); err != nil {
-		db.Close()
-		t.Fatalf("PostgreSQL test server not reachable on 127.0.0.1:5432 (make test starts it): %v", err)
-	}
-	var b [6]byte
-	rand.Read(b[:])
-	schema := "qubiq_daemon_" + hex.EncodeToString(b[:])
-	if _, err := db.ExecContext(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		db.Exec("DROP SCHEMA " + schema + " CASCADE")
-		db.Close()
-	})
-	sep := "?"
-	if strings.Contains(testPGDSN(), "?") {
-		sep = "&"
-	}
-	return testPGDSN() + sep + "search_path=" + schema
+// pgDSN is a DSN on a fresh schema of the PostgreSQL test server
+// (internal/peers), dropped when t ends.
+func pgDSN(t *testing.T) string {
+	_, dsn := peers.PostgresSchema(t, "qubiq_daemon_")
+	return dsn
 }
 
 const testProject = `
@@ -128,7 +92,7 @@ func (f *fakeRunner) RunScript(ctx context.Context, g auth.Grant, module, entry 
 func newDataSystem(t *testing.T) (*System, *fakeRunner) {
 	t.Helper()
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "pg.dsn"), []byte(testSchema(t)+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "pg.dsn"), []byte(pgDSN(t)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	p, err := config.ParseProject([]byte(testProject))
