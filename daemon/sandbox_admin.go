@@ -12,6 +12,7 @@ import (
 	"qubiq.dev/edge/api/apitypes"
 	"qubiq.dev/edge/auth"
 	"qubiq.dev/edge/sandbox"
+	"qubiq.dev/edge/sandbox/packages"
 )
 
 // auditFunc records an administrative change (System.auditAdmin).
@@ -46,7 +47,7 @@ func (a *sandboxAdmin) SandboxConfig(ctx context.Context) (apitypes.SandboxConfi
 
 // ListPackages lists the installed packages.
 func (a *sandboxAdmin) ListPackages(context.Context) ([]apitypes.SandboxPackage, error) {
-	pk, err := a.pool.Packages()
+	pk, err := a.pool.PackageManager().Packages()
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +60,7 @@ func (a *sandboxAdmin) InstallPackage(ctx context.Context, g auth.Grant, req api
 	if !req.AcknowledgeWidening {
 		progress = nil // the answer is the list of what it widens, not a stream
 	}
-	ch, err := a.pool.InstallPackage(ctx, sandbox.PackageRequest{Requirement: req.Requirement,
+	ch, err := a.pool.PackageManager().Install(ctx, packages.Request{Requirement: req.Requirement,
 		Acknowledge: req.AcknowledgeWidening, By: g.Principal}, wireProgress(progress))
 	if err != nil {
 		return apitypes.PackageChange{}, packageError(err)
@@ -73,7 +74,7 @@ func (a *sandboxAdmin) InstallPackage(ctx context.Context, g auth.Grant, req api
 // and installs them without an index.
 func (a *sandboxAdmin) UploadPackages(ctx context.Context, g auth.Grant, files api.WheelFiles, acknowledge func() bool,
 	progress func(apitypes.PackageEvent)) (apitypes.PackageChange, error) {
-	up, err := a.pool.NewUpload()
+	up, err := a.pool.PackageManager().NewUpload()
 	if err != nil {
 		return apitypes.PackageChange{}, err
 	}
@@ -98,7 +99,7 @@ func (a *sandboxAdmin) UploadPackages(ctx context.Context, g auth.Grant, files a
 	if !ack {
 		progress = nil // the answer is the list of what it widens, not a stream
 	}
-	ch, err := a.pool.InstallPackage(ctx, sandbox.PackageRequest{Upload: up, Acknowledge: ack, By: g.Principal},
+	ch, err := a.pool.PackageManager().Install(ctx, packages.Request{Upload: up, Acknowledge: ack, By: g.Principal},
 		wireProgress(progress))
 	if err != nil {
 		return apitypes.PackageChange{}, packageError(err)
@@ -110,7 +111,7 @@ func (a *sandboxAdmin) UploadPackages(ctx context.Context, g auth.Grant, files a
 
 // RemovePackage removes an installed package.
 func (a *sandboxAdmin) RemovePackage(ctx context.Context, g auth.Grant, name string) (apitypes.PackageChange, error) {
-	ch, err := a.pool.RemovePackage(ctx, name, nil)
+	ch, err := a.pool.PackageManager().Remove(ctx, name, nil)
 	if err != nil {
 		return apitypes.PackageChange{}, packageError(err)
 	}
@@ -120,40 +121,43 @@ func (a *sandboxAdmin) RemovePackage(ctx context.Context, g auth.Grant, name str
 
 // CheckIndex asks whether pip can reach the configured index.
 func (a *sandboxAdmin) CheckIndex(ctx context.Context) apitypes.IndexCheck {
-	c := a.pool.CheckIndex(ctx)
+	c := a.pool.PackageManager().CheckIndex(ctx)
 	return apitypes.IndexCheck{IndexURL: c.IndexURL, URL: c.URL, Reachable: c.Reachable, Status: c.Status,
 		DurationMS: c.DurationMs, Reason: c.Reason}
 }
 
 // packageError maps the sandbox's package errors to the API's.
 func packageError(err error) error {
-	var we *sandbox.WideningError
+	var we *packages.WideningError
 	if errors.As(err, &we) {
 		return &api.WideningError{Widenings: wireWidenings(we.Widenings)}
 	}
 	switch {
-	case errors.Is(err, sandbox.ErrBadRequirement), errors.Is(err, sandbox.ErrBadWheel):
+	case errors.Is(err, packages.ErrBadRequirement), errors.Is(err, packages.ErrBadWheel):
 		return fmt.Errorf("%w: %v", api.ErrInvalid, err)
-	case errors.Is(err, sandbox.ErrNotInstalled):
+	case errors.Is(err, packages.ErrNotInstalled):
 		return fmt.Errorf("%w: %v", api.ErrNotFound, err)
-	case errors.Is(err, sandbox.ErrPackagesBusy), errors.Is(err, sandbox.ErrIsDependency), errors.Is(err, sandbox.ErrOffline):
+	case errors.Is(err, packages.ErrPackagesBusy), errors.Is(err, packages.ErrIsDependency), errors.Is(err, packages.ErrOffline):
 		return fmt.Errorf("%w: %v", api.ErrPackageConflict, err)
-	case errors.Is(err, sandbox.ErrPip), errors.Is(err, sandbox.ErrNoPip):
+	case errors.Is(err, packages.ErrPip), errors.Is(err, packages.ErrNoPip):
 		return fmt.Errorf("%w: %v", api.ErrInstallFailed, err)
 	}
-	return toScriptError(err) // runtime_missing → 503
+	if errors.Is(err, packages.ErrNoRuntime) {
+		return &scriptError{kind: string(sandbox.KindRuntimeMissing), detail: err.Error()} // 503
+	}
+	return err
 }
 
-func wireProgress(progress func(apitypes.PackageEvent)) func(sandbox.Progress) {
+func wireProgress(progress func(apitypes.PackageEvent)) func(packages.Progress) {
 	if progress == nil {
 		return nil
 	}
-	return func(p sandbox.Progress) {
+	return func(p packages.Progress) {
 		progress(apitypes.PackageEvent{Step: p.Step, Message: p.Message})
 	}
 }
 
-func wirePackages(ps []sandbox.Package) []apitypes.SandboxPackage {
+func wirePackages(ps []packages.Package) []apitypes.SandboxPackage {
 	out := make([]apitypes.SandboxPackage, 0, len(ps))
 	for _, p := range ps {
 		w := apitypes.SandboxPackage{Name: p.Name, Version: p.Version, Imports: p.Imports, Requested: p.Requested,
@@ -167,7 +171,7 @@ func wirePackages(ps []sandbox.Package) []apitypes.SandboxPackage {
 	return out
 }
 
-func wireWidenings(ws []sandbox.Widening) []apitypes.PackageWidening {
+func wireWidenings(ws []packages.Widening) []apitypes.PackageWidening {
 	out := make([]apitypes.PackageWidening, 0, len(ws))
 	for _, w := range ws {
 		out = append(out, apitypes.PackageWidening{Package: w.Package, Version: w.Version, Requested: w.Requested,
@@ -176,14 +180,14 @@ func wireWidenings(ws []sandbox.Widening) []apitypes.PackageWidening {
 	return out
 }
 
-func wireChange(ch sandbox.PackageChange) apitypes.PackageChange {
+func wireChange(ch packages.Change) apitypes.PackageChange {
 	return apitypes.PackageChange{Action: ch.Action, Packages: ch.Packages, Installed: wirePackages(ch.Installed),
 		Allowed: ch.Allowed, Widenings: wireWidenings(ch.Widenings), DurationMS: ch.DurationMs}
 }
 
 // packageVersions is name==version of each installed package, for the
 // audit record.
-func packageVersions(ps []sandbox.Package) []string {
+func packageVersions(ps []packages.Package) []string {
 	out := make([]string, 0, len(ps))
 	for _, p := range ps {
 		out = append(out, p.Name+"=="+p.Version)

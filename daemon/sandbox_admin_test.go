@@ -16,6 +16,7 @@ import (
 	"qubiq.dev/edge/api/apitypes"
 	"qubiq.dev/edge/auth"
 	"qubiq.dev/edge/sandbox"
+	"qubiq.dev/edge/sandbox/packages"
 )
 
 func TestPackageError_Mapping(t *testing.T) {
@@ -24,14 +25,14 @@ func TestPackageError_Mapping(t *testing.T) {
 		in   error
 		want error
 	}{
-		{"bad requirement", fmt.Errorf("x: %w", sandbox.ErrBadRequirement), api.ErrInvalid},
-		{"bad wheel", fmt.Errorf("x: %w", sandbox.ErrBadWheel), api.ErrInvalid},
-		{"not installed", fmt.Errorf("x: %w", sandbox.ErrNotInstalled), api.ErrNotFound},
-		{"busy", sandbox.ErrPackagesBusy, api.ErrPackageConflict},
-		{"dependency", fmt.Errorf("x: %w", sandbox.ErrIsDependency), api.ErrPackageConflict},
-		{"offline", fmt.Errorf("x: %w", sandbox.ErrOffline), api.ErrPackageConflict},
-		{"pip", fmt.Errorf("x: %w", sandbox.ErrPip), api.ErrInstallFailed},
-		{"no pip", fmt.Errorf("x: %w", sandbox.ErrNoPip), api.ErrInstallFailed},
+		{"bad requirement", fmt.Errorf("x: %w", packages.ErrBadRequirement), api.ErrInvalid},
+		{"bad wheel", fmt.Errorf("x: %w", packages.ErrBadWheel), api.ErrInvalid},
+		{"not installed", fmt.Errorf("x: %w", packages.ErrNotInstalled), api.ErrNotFound},
+		{"busy", packages.ErrPackagesBusy, api.ErrPackageConflict},
+		{"dependency", fmt.Errorf("x: %w", packages.ErrIsDependency), api.ErrPackageConflict},
+		{"offline", fmt.Errorf("x: %w", packages.ErrOffline), api.ErrPackageConflict},
+		{"pip", fmt.Errorf("x: %w", packages.ErrPip), api.ErrInstallFailed},
+		{"no pip", fmt.Errorf("x: %w", packages.ErrNoPip), api.ErrInstallFailed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -41,12 +42,12 @@ func TestPackageError_Mapping(t *testing.T) {
 		})
 	}
 	var we *api.WideningError
-	got := packageError(&sandbox.WideningError{Widenings: []sandbox.Widening{{Package: "numpy", Requested: true, Widens: []string{"ctypes"}}}})
+	got := packageError(&packages.WideningError{Widenings: []packages.Widening{{Package: "numpy", Requested: true, Widens: []string{"ctypes"}}}})
 	if !errors.As(got, &we) || len(we.Widenings) != 1 || we.Widenings[0].Package != "numpy" || we.Widenings[0].Widens[0] != "ctypes" {
 		t.Errorf("widening: %v", got)
 	}
 	var se *scriptError
-	if got := packageError(&sandbox.RunError{Kind: sandbox.KindRuntimeMissing, Detail: "no runtime"}); !errors.As(got, &se) || se.Kind() != "runtime_missing" {
+	if got := packageError(fmt.Errorf("%w: no runtime", packages.ErrNoRuntime)); !errors.As(got, &se) || se.Kind() != "runtime_missing" {
 		t.Errorf("runtime missing: %v", got)
 	}
 }

@@ -41,9 +41,7 @@ func (p *Pool) Check(ctx context.Context, module, code string) (ModuleInfo, erro
 	if len(code) > maxSource {
 		return ModuleInfo{}, runErr(KindInvalid, "module %s is %d bytes; the limit is %d", module, len(code), maxSource)
 	}
-	p.mu.RLock()
-	installed := append([]string{}, p.installed...)
-	p.mu.RUnlock()
+	_, installed := p.pkgs.Current()
 	req, err := json.Marshal(map[string]any{
 		"module": module, "source": code, "allowed": p.allowed, "installed": installed,
 	})

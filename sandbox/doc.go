@@ -71,17 +71,13 @@
 //
 // # Packages
 //
-// Administrators install wheels into <data_dir>/python-packages (a symlink
-// to one generation under python-packages.d, switched in one rename):
-// from python.index_url with pip's --only-binary=:all:, or from uploaded
-// wheel files with --no-index; every install is the whole manifest of
-// requested packages into a fresh directory, from a wheelhouse that keeps
-// every wheel, so removals and rebuilds need no network. Installed
-// packages' top-level import names (top_level.txt or RECORD) join the
-// allow-list; workers restart one at a time to pick them up. An install
-// names what each package widens and needs acknowledge_widening. The
-// packages live in the data dir, so they survive a replacement of the
-// runtime (same Python minor version).
+// Administrators install wheels into <data_dir>/python-packages, on the
+// workers' module path; the package manager is its own package,
+// sandbox/packages (generations switched in one rename, a wheelhouse so
+// removals need no network, acknowledgement of what each package widens).
+// The pool owns one (PackageManager): after a switch it restarts the
+// workers one at a time, and the installed packages' top-level import
+// names join the allow-list.
 //
 // # Lint
 //

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"qubiq.dev/edge/auth"
+	"qubiq.dev/edge/sandbox/packages"
 	"qubiq.dev/edge/sandbox/rpc"
 )
 
@@ -128,7 +129,6 @@ type Pool struct {
 
 	codeDir      string
 	homeDir      string
-	packages     string
 	selfExe      string
 	startTimeout time.Duration
 	allowed      []string // import roots besides installed packages
@@ -148,18 +148,15 @@ type Pool struct {
 	ruff      string    // the ruff executable, "" for the syntax-only linter
 	tagReader TagReader // the Services' fast path of tag.read, if they have one
 
-	// Packages (packages.go): one install or removal at a time; the
-	// current generation directory and its import names; pkgSeq counts
-	// generations, and restart is closed (and replaced) when it changes so
-	// idle slots restart their worker; roll lets one worker restart at a
-	// time.
-	pkgMu     sync.Mutex
-	pkgGen    string
-	installed []string
-	pkgSeq    atomic.Uint64
-	restart   chan struct{}
-	roll      chan struct{}
-	slots     []slotInfo // under mu
+	// Packages (sandbox/packages) install into generations; pkgSeq
+	// counts generations, and restart is closed (and replaced) when it
+	// changes so idle slots restart their worker; roll lets one worker
+	// restart at a time.
+	pkgs    *packages.Manager
+	pkgSeq  atomic.Uint64
+	restart chan struct{}
+	roll    chan struct{}
+	slots   []slotInfo // under mu
 
 	jobs     chan *job
 	wg       sync.WaitGroup
@@ -188,14 +185,13 @@ func New(cfg Config, svc Services, logger *slog.Logger) (*Pool, error) {
 	}
 	exe, _ := os.Executable() // "" disables the sandbox-exec helper
 	tr, _ := svc.(TagReader)
-	return &Pool{
+	p := &Pool{
 		tagReader:    tr,
 		restart:      make(chan struct{}),
 		roll:         make(chan struct{}, 1),
 		slots:        make([]slotInfo, cfg.Replicas),
 		codeDir:      filepath.Join(cfg.DataDir, "run", "sandbox", "code"),
 		homeDir:      filepath.Join(cfg.DataDir, "run", "sandbox", "home"),
-		packages:     filepath.Join(cfg.DataDir, "python-packages"),
 		selfExe:      exe,
 		cfg:          cfg,
 		svc:          svc,
@@ -206,8 +202,20 @@ func New(cfg Config, svc Services, logger *slog.Logger) (*Pool, error) {
 		jobs:         make(chan *job, cfg.Queue),
 		startTimeout: 20 * time.Second,
 		allowed:      defaultAllowed,
-	}, nil
+	}
+	p.pkgs = packages.New(packages.Options{DataDir: cfg.DataDir, IndexURL: cfg.IndexURL, Builtin: defaultAllowed,
+		Restart: p.rollWorkers, Logger: logger})
+	return p, nil
 }
+
+// PackageManager returns the pool's package manager (sandbox/packages):
+// installs and removals of the administrator's packages, whose switch to a
+// new set restarts the workers one at a time.
+func (p *Pool) PackageManager() *packages.Manager { return p.pkgs }
+
+// Allowed returns the import roots scripts may use now: the built-in
+// allow-list and the installed packages' import names, sorted.
+func (p *Pool) Allowed() []string { return p.pkgs.Allowed() }
 
 // Start resolves the interpreter, writes the worker code to
 // <DataDir>/run/sandbox, sets up isolation and starts cfg.Replicas workers.
@@ -252,7 +260,7 @@ func (p *Pool) Start(ctx context.Context) error {
 		p.degrade("failed", fmt.Sprintf("sandbox: create %s: %v", p.homeDir, err))
 		return nil
 	}
-	if err := p.initPackages(); err != nil {
+	if err := p.pkgs.Init(python); err != nil {
 		p.degrade("failed", err.Error())
 		return nil
 	}
@@ -343,6 +351,7 @@ func (p *Pool) degrade(status, reason string) {
 	p.mu.Lock()
 	p.status, p.reason = status, reason
 	p.mu.Unlock()
+	p.pkgs.SetUnavailable(reason)
 	p.logger.Error("sandbox degraded: scripts will fail with runtime_missing", "status", status, "reason", reason)
 }
 
@@ -359,10 +368,9 @@ func (p *Pool) setSlotErr(i int, err error) {
 // hello is the first frame of a new worker, and the packages generation
 // it carries.
 func (p *Pool) hello() (*rpc.Hello, uint64) {
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	return &rpc.Hello{Type: rpc.TypeHello, Allowed: p.allowed, Packages: p.pkgGen,
-		Installed: append([]string{}, p.installed...), ReadPaths: []string{}}, p.pkgSeq.Load()
+	gen, installed := p.pkgs.Current()
+	return &rpc.Hello{Type: rpc.TypeHello, Allowed: p.allowed, Packages: gen,
+		Installed: installed, ReadPaths: []string{}}, p.pkgSeq.Load()
 }
 
 // runtimeErr is the error of Run and Check in a degraded pool, or nil.
