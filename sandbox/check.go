@@ -18,8 +18,8 @@ const maxSource = 1 << 20
 const checkTimeout = 30 * time.Second
 
 // Check compiles module's code in a short-lived isolated interpreter (it is
-// never run) and returns its entries and diagnostics (DESIGN.md, "Python
-// side"; SANDBOX.md §5.2). Entries are the top-level functions whose names do
+// never run) and returns its entries and diagnostics (README: Scripting
+// API and data). Entries are the top-level functions whose names do
 // not begin with "_" and that take one positional argument; each one's
 // timeout is @gateway(timeout_ms=N) clamped to python.gateway_timeout, or
 // its default.

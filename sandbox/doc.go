@@ -1,5 +1,6 @@
 // Package sandbox runs user Python scripts for QUBIQ Edge in a pool of
-// pre-started worker processes (DESIGN.md, "Python side"; SANDBOX.md).
+// pre-started worker processes (README: The script sandbox is a guardrail,
+// not a security boundary; Scripting API and data).
 //
 // It owns the worker pool, the transport (sandbox/rpc), the cgroup limits
 // (sandbox/cgroup), the OS hardening of the workers, the scope table of the
@@ -29,8 +30,7 @@
 // A run's grant lives only in Go, bound to the worker and the execution id;
 // every system.* call a script makes is checked against it with the scope
 // table (ScopeFor) before the Services see it. Nothing a worker writes on
-// its pipe can name or widen the grant (DESIGN.md, "Levels, realms, scopes,
-// grants"; SANDBOX.md §2.3).
+// its pipe can name or widen the grant (rpc.Call carries no grant).
 //
 // # Guardrail, not boundary
 //
@@ -83,7 +83,7 @@
 //
 // Lint uses ruff when it finds one (the runtime's bin/, then PATH), else
 // the syntax-only check (compile() in a short-lived isolated interpreter);
-// both give DESIGN.md's diagnostic shape, with the guardrail's findings.
+// both give the REST lint's diagnostic shape, with the guardrail's findings.
 //
 // # Imports
 //

@@ -29,13 +29,14 @@ import (
 // the worker unchecked (a malformed one reaches the script as
 // system.CallError).
 //
-// Shapes (DESIGN.md, "Python side"):
+// Shapes (sandbox/METHODS.md; README: Scripting API and data):
 //
 //	tag.read  {"paths": [...]}                 → [{"path","value","quality","timestamp","reason"}]
 //	tag.write {"paths": [...], "values": [...]} → ["Good", "Bad_UserAccessDenied", ...]
 //
-// Other methods pass their Python keyword arguments as an object, in snake
-// case (sandbox/python/qubiq_worker.py).
+// Other methods pass their arguments as an object keyed by the Python
+// parameter names of their row of the method table (Methods; ParseArgs
+// decodes them strictly).
 type Services interface {
 	Call(ctx context.Context, g auth.Grant, method string, params json.RawMessage) (json.RawMessage, error)
 }
@@ -48,7 +49,7 @@ type Entry struct {
 	TimeoutMs int    `json:"timeout_ms"`
 }
 
-// Diagnostic is one finding of Check, in the shape of DESIGN.md's lint
+// Diagnostic is one finding of Check, in the shape of the REST lint
 // route: 1-based line and character column, Code ("syntax-error",
 // "syntax-warning", "forbidden-attribute", "forbidden-name",
 // "forbidden-import", "gateway-timeout"), Message, Severity ("error" or
@@ -167,7 +168,7 @@ type Pool struct {
 	ooms     atomic.Uint64
 }
 
-// defaultAllowed are the import roots of DESIGN.md: system, math, json,
+// defaultAllowed are the import roots every script has: system, math, json,
 // datetime (installed packages are added by the worker).
 var defaultAllowed = []string{"datetime", "json", "math", "system"}
 
@@ -269,8 +270,8 @@ func (p *Pool) Start(ctx context.Context) error {
 	p.iso = iso
 	p.mu.Unlock()
 
-	// Start every slot's first worker in parallel (SANDBOX.md §2.5,
-	// PERFORMANCE.md B6).
+	// Start every slot's first worker in parallel: start-up costs add
+	// up per worker (bench/README.md, bench-sandbox).
 	type started struct {
 		idx int
 		w   *worker
@@ -463,7 +464,7 @@ func (p *Pool) Modules() []string {
 
 // Run runs entry of module with args (any JSON value; empty means null) for
 // the grant g, in a fresh namespace on a free worker, with the entry's
-// timeout (@gateway(timeout_ms=N), clamped; DESIGN.md "Python side"). Runs
+// timeout (@gateway(timeout_ms=N), clamped to python.gateway_timeout). Runs
 // wait in FIFO order when every worker is busy; past cfg.Queue waiting runs,
 // Run fails with kind busy. The run is killed at its timeout (kind timeout)
 // or when ctx ends (kind timeout for a deadline, killed for a cancel); its
@@ -475,7 +476,7 @@ func (p *Pool) Run(ctx context.Context, g auth.Grant, module, entry string, args
 
 // RunNode is Run for a Python node of a flow (def transform(msg)): the
 // timeout is cfg.NodeTimeout instead of the entry's gateway timeout
-// (DESIGN.md, "Python side").
+// (python.node_timeout).
 func (p *Pool) RunNode(ctx context.Context, g auth.Grant, module, entry string, msg json.RawMessage) (RunResult, error) {
 	return p.run(ctx, g, module, entry, msg, p.cfg.NodeTimeout)
 }

@@ -22,7 +22,7 @@ import (
 const IndexCheckTimeout = 4 * time.Second
 
 // IndexCheck is whether pip can reach python.index_url (GET
-// /sandbox/check; SANDBOX.md §4.3): the URL asked (the PEP 503 project
+// /sandbox/check): the URL asked (the PEP 503 project
 // page of pip itself, <index_url>/pip/), whether the index answered like
 // one (2xx), the HTTP status, how long it took in milliseconds, and why
 // not when it did not ("python.index_url is empty: offline", "connection

@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// pipEnv is the environment of pip, built from nothing (SANDBOX.md §4.1):
+// pipEnv is the environment of pip, built from nothing:
 // no configuration file, no inherited PIP_* variable, no proxy, no prompt.
 func (pm *Manager) pipEnv(tmp string) []string {
 	return []string{

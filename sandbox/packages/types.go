@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Errors of the package operations (DESIGN.md, "Python side": packages).
+// Errors of the package operations (README: Python packages for scripts).
 // Each is wrapped with the subject.
 var (
 	// ErrPackagesBusy: another install or removal is running; retry when
@@ -38,8 +38,8 @@ var (
 )
 
 // WideningError refuses an install that was not acknowledged: every
-// installed package widens what scripts can do (DESIGN.md, "Python side";
-// SANDBOX.md §4.4). Widenings names each package the install would bring,
+// installed package widens what scripts can do (the package doc; the
+// warning table in wheels.go). Widenings names each package the install would bring,
 // its dependencies included, and what it widens. The caller repeats the
 // request with acknowledge_widening.
 type WideningError struct {
@@ -123,7 +123,7 @@ type Request struct {
 }
 
 // manifestEntry is one administrator-requested package: the installs are
-// always the whole manifest into a fresh directory (SANDBOX.md §4.1).
+// always the whole manifest into a fresh directory (the package doc).
 type manifestEntry struct {
 	Name        string    `json:"name"`        // normalized distribution name
 	Requirement string    `json:"requirement"` // as asked

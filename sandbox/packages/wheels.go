@@ -167,7 +167,8 @@ func wheelInfo(file string) (name, version string, native bool, ok bool) {
 	return normName(m[1]), m[2], m[6] != "any" || m[5] != "none", true
 }
 
-// The warning table (SANDBOX.md §4.4): what a package brings to scripts.
+// The warning table: what a package brings to scripts, by the package
+// names that bring it.
 var wideningTable = []struct {
 	names []string
 	why   string
