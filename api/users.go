@@ -2,7 +2,6 @@ package api
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 
 	"qubiq.dev/edge/api/apitypes"
@@ -84,19 +83,18 @@ func (s *Server) disableUser(w http.ResponseWriter, r *http.Request, g auth.Gran
 // not mint a user who can do more than itself (DESIGN.md: nothing a request
 // sends widens a grant).
 func covers(g auth.Grant, realm, level string, perms []string) error {
-	s := auth.Session{Realm: auth.Realm(realm)}
+	var l auth.Level
 	if level != "" {
-		l, err := auth.ParseLevel(level)
-		if err != nil {
+		var err error
+		if l, err = auth.ParseLevel(level); err != nil {
 			return errorf(http.StatusBadRequest, KindInvalid, "level: %v", err)
 		}
-		s.Level = l
 	}
-	for _, p := range perms {
-		s.Permissions = append(s.Permissions, auth.Permission(p))
+	ps := make([]auth.Permission, len(perms))
+	for i, p := range perms {
+		ps[i] = auth.Permission(p)
 	}
-	want, _ := auth.LiveViewGrant(s, false)
-	return g.Covers(want, fmt.Sprintf("a %s user's sessions", realm))
+	return g.CoversUser(auth.Realm(realm), l, ps)
 }
 
 // mayManage refuses to change the password of a user who can do more than
