@@ -95,7 +95,9 @@ func (c Certs) List(dir string) ([]gateway.DeviceCert, error) {
 func (c Certs) Trust(dir, thumbprint string) error { return certErr(opcua.TrustCert(dir, thumbprint)) }
 
 // Reject moves a certificate from trusted to rejected (opcua.RejectCert).
-func (c Certs) Reject(dir, thumbprint string) error { return certErr(opcua.RejectCert(dir, thumbprint)) }
+func (c Certs) Reject(dir, thumbprint string) error {
+	return certErr(opcua.RejectCert(dir, thumbprint))
+}
 
 func certErr(err error) error {
 	if errors.Is(err, opcua.ErrCertNotFound) {
