@@ -145,6 +145,7 @@ var routes = []route{
 	{method: "GET", path: prefix + "/scripts", need: perm(auth.Designer), dep: depScripts, handle: (*Server).listScripts},
 	{method: "POST", path: prefix + "/scripts/lint", need: perm(auth.Designer), dep: depScripts, handle: (*Server).lintScript},
 	{method: "PUT", path: prefix + "/scripts/{module}", need: perm(auth.Designer), dep: depScripts, handle: (*Server).saveScript},
+	{method: "POST", path: prefix + "/scripts/{module}/rollback", need: perm(auth.Designer), dep: depScripts, handle: (*Server).rollbackScript},
 	{method: "POST", path: prefix + "/scripts/{module}/{entry}/run", need: scope(auth.ScriptExecute), dep: depScripts,
 		longWrite: true, liveview: true, handle: (*Server).runScript},
 

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"qubiq.dev/edge/api/apitypes"
 	"qubiq.dev/edge/auth"
 )
 
@@ -39,6 +40,10 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request, _ auth.Grant)
 	if err != nil {
 		return err
 	}
-	s.writeJSON(w, r, http.StatusOK, nonNil(recs))
+	out := make([]apitypes.AuditRecord, len(recs))
+	for i, rec := range recs {
+		out[i] = wireAudit(rec)
+	}
+	s.writeJSON(w, r, http.StatusOK, out)
 	return nil
 }

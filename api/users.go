@@ -1,30 +1,23 @@
 package api
 
 import (
-	"errors"
 	"net/http"
 
 	"qubiq.dev/edge/api/apitypes"
 	"qubiq.dev/edge/auth"
+	"qubiq.dev/edge/gateway"
 )
-
-// conflictOr turns ErrConflict into a 409 problem; other errors pass.
-func conflictOr(err error) error {
-	if errors.Is(err, ErrConflict) {
-		return errorf(http.StatusConflict, KindConflict, "%s", err.Error())
-	}
-	return err
-}
 
 func (s *Server) listUsers(w http.ResponseWriter, r *http.Request, _ auth.Grant) error {
 	us, err := s.deps.Users.ListUsers(r.Context())
 	if err != nil {
 		return err
 	}
-	for i := range us {
-		us[i].Permissions = nonNil(us[i].Permissions)
+	out := make([]apitypes.UserInfo, len(us))
+	for i, u := range us {
+		out[i] = wireUser(u)
 	}
-	s.writeJSON(w, r, http.StatusOK, nonNil(us))
+	s.writeJSON(w, r, http.StatusOK, out)
 	return nil
 }
 
@@ -36,16 +29,22 @@ func (s *Server) addUser(w http.ResponseWriter, r *http.Request, g auth.Grant) e
 	if req.Name == "" || req.Realm == "" || req.Password == "" {
 		return errorf(http.StatusBadRequest, KindInvalid, `missing "name", "realm" or "password"`)
 	}
+	nu := gateway.NewUser{Name: req.Name, Realm: auth.Realm(req.Realm), Password: req.Password}
 	for _, p := range req.Permissions {
-		if _, err := auth.ParsePermission(p); err != nil {
+		perm, err := auth.ParsePermission(p)
+		if err != nil {
 			return errorf(http.StatusBadRequest, KindInvalid, "permissions: %v", err)
 		}
+		nu.Permissions = append(nu.Permissions, perm)
 	}
 	if err := covers(g, req.Realm, req.Level, req.Permissions); err != nil {
 		return err
 	}
-	if err := s.deps.Users.AddUser(r.Context(), g, req); err != nil {
-		return conflictOr(err)
+	if req.Level != "" {
+		nu.Level, _ = auth.ParseLevel(req.Level) // covers refused a bad level
+	}
+	if err := s.deps.Users.AddUser(r.Context(), g, nu); err != nil {
+		return err
 	}
 	w.WriteHeader(http.StatusCreated)
 	return nil
@@ -106,7 +105,7 @@ func (s *Server) mayManage(r *http.Request, g auth.Grant, name string) error {
 	}
 	for _, u := range users {
 		if u.Name == name {
-			return covers(g, u.Realm, u.Level, u.Permissions)
+			return g.CoversUser(u.Realm, u.Level, u.Permissions)
 		}
 	}
 	return nil // unknown: SetPassword answers not found

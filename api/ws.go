@@ -96,7 +96,7 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request, g auth.Grant) error 
 		if len(paths) == 0 {
 			return send(apitypes.WSMessage{Type: "values", Values: []apitypes.TagValue{}})
 		}
-		return send(apitypes.WSMessage{Type: "values", Values: s.deps.Tags.ReadTags(ctx, g, paths)})
+		return send(apitypes.WSMessage{Type: "values", Values: wireTagValues(s.deps.Tags.ReadTags(ctx, g, paths))})
 	}
 	hb := time.NewTicker(wsHeartbeat)
 	defer hb.Stop()
@@ -134,14 +134,14 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request, g auth.Grant) error 
 		case v := <-changes:
 			batch := []apitypes.TagValue{}
 			if subscribed[v.Path] {
-				batch = append(batch, v)
+				batch = append(batch, apitypes.FromVQT(v.Path, v.VQT))
 			}
 		drain:
 			for len(batch) < 512 {
 				select {
 				case v := <-changes:
 					if subscribed[v.Path] {
-						batch = append(batch, v)
+						batch = append(batch, apitypes.FromVQT(v.Path, v.VQT))
 					}
 				default:
 					break drain

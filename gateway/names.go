@@ -18,7 +18,7 @@ var nameRe = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]{0,63}$`)
 // runOnGateway and MQTT commands all use it.
 func CheckName(what, s string) error {
 	if !nameRe.MatchString(s) {
-		return fmt.Errorf("%w: %s name %q: want a letter then letters, digits or _ (at most 64)", ErrInvalid, what, s)
+		return fmt.Errorf("%w: %s %q: want a letter then letters, digits or _ (at most 64)", ErrInvalid, what, s)
 	}
 	return nil
 }

@@ -16,7 +16,7 @@ func TestCheckName_OneRuleForModulesAndEntries(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "_x", "9a", "a.b", "a-b", "ä", strings.Repeat("x", 65)} {
-		if err := CheckName("entry", bad); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "entry name") {
+		if err := CheckName("entry", bad); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "entry "+fmt.Sprintf("%q", bad)) {
 			t.Errorf("%q: %v", bad, err)
 		}
 	}

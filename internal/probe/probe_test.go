@@ -1,11 +1,11 @@
-package daemon
+package probe
 
 import (
 	"testing"
 	"time"
 )
 
-func TestProbeBucket_UpperBoundHoldsTheLatency(t *testing.T) {
+func TestBucket_UpperBoundHoldsTheLatency(t *testing.T) {
 	tests := []struct {
 		d      time.Duration
 		bucket int
@@ -23,12 +23,12 @@ func TestProbeBucket_UpperBoundHoldsTheLatency(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.d.String(), func(t *testing.T) {
-			b := ProbeBucket(tt.d)
+			b := Bucket(tt.d)
 			if b != tt.bucket {
-				t.Fatalf("ProbeBucket(%s) = %d, want %d", tt.d, b, tt.bucket)
+				t.Fatalf("Bucket(%s) = %d, want %d", tt.d, b, tt.bucket)
 			}
-			if u := ProbeBucketUpper(b); u != tt.upper {
-				t.Errorf("ProbeBucketUpper(%d) = %s, want %s", b, u, tt.upper)
+			if u := BucketUpper(b); u != tt.upper {
+				t.Errorf("BucketUpper(%d) = %s, want %s", b, u, tt.upper)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package daemon
+package api
 
 import (
 	"crypto/x509"
@@ -12,8 +12,6 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
-
-	"qubiq.dev/edge/config"
 )
 
 func tlsNode(t *testing.T, src string) yaml.Node {
@@ -109,40 +107,6 @@ func TestTLSConfig_BadValuesNameTheLine(t *testing.T) {
 		_, _, err := TLSConfig(tlsNode(t, src), "/etc/qubiq/qubiq.yaml", t.TempDir(), "127.0.0.1:0", "", quiet)
 		if err == nil || !strings.Contains(err.Error(), "/etc/qubiq/qubiq.yaml:1: http.tls") {
 			t.Errorf("%q: %v, want an error naming the file, line and key", src, err)
-		}
-	}
-}
-
-func TestParseViews_ErrorNamesFileViewAndLine(t *testing.T) {
-	p, err := config.ParseProject([]byte(`devices: [{name: sim, driver: sim}]
-tags:
-  - {path: A/B, device: sim, address: memory, type: float64, units: bar}
-scripts:
-  - {module: pumps, file: pumps.py, liveview: [start]}
-views:
-  - name: p1
-    widgets:
-      - {type: value, tag: A/B}
-      - {type: button, entry: pumps.stop}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = ParseViews(p.Views, p.Tags, p.Scripts, "/srv/project.yaml")
-	if err == nil || !strings.Contains(err.Error(), "/srv/project.yaml: views:") || !strings.Contains(err.Error(), `line 10: view "p1" widgets[1]`) ||
-		!strings.Contains(err.Error(), `"pumps.stop": not in the liveview list`) {
-		t.Fatalf("err = %v", err)
-	}
-}
-
-func TestUserRecord_FromWireNames(t *testing.T) {
-	u, err := userRecord("eng", "platform", "", []string{"designer", "users_admin"})
-	if err != nil || len(u.Permissions) != 2 {
-		t.Fatalf("platform: %+v %v", u, err)
-	}
-	for _, c := range [][]string{{"op", "operator", "design"}, {"op", "operator", "boss"}, {"op", "partner", "view"}, {"op", "operator", ""}} {
-		if _, err := userRecord(c[0], c[1], c[2], nil); err == nil {
-			t.Errorf("%v accepted", c)
 		}
 	}
 }
