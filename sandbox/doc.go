@@ -88,6 +88,7 @@
 // # Imports
 //
 // sandbox imports auth, value and its own sub-packages; it must not import
-// api, mqtt, store, device or tagengine (deps_test.go). The daemon passes the
-// concrete Services.
+// api, mqtt, store, device, tagengine or the service layer (deps_test.go).
+// The service layer (gateway/service) is the concrete Services: it
+// implements each row of the method table.
 package sandbox
