@@ -29,7 +29,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request, _ auth.Grant) er
 		status = http.StatusServiceUnavailable
 	}
 	if s.deps.LiveView != nil && s.deps.LiveView.EscapeHatch() {
-		h.EscapeHatch = true // DESIGN.md: the escape hatch is visible
+		h.EscapeHatch = true // the escape hatch is visible
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	s.writeJSON(w, r, status, struct {
@@ -90,7 +90,7 @@ func (s *Server) writeTags(w http.ResponseWriter, r *http.Request, g auth.Grant)
 	res, err := s.deps.Tags.WriteTags(r.Context(), g, writes)
 	if err != nil {
 		if p, _, internal := classify(err); internal || p.Status >= 500 {
-			// DESIGN.md: a failed write-level lookup refuses the whole
+			// a failed write-level lookup refuses the whole
 			// call, nothing written, with an error that says to retry.
 			return &httpError{status: http.StatusServiceUnavailable, kind: KindUnavailable, retryAfter: true,
 				detail: fmt.Sprintf("tag write refused, nothing was written: %v; retry", err)}
@@ -299,7 +299,7 @@ func (s *Server) provision(w http.ResponseWriter, r *http.Request, g auth.Grant)
 	return nil
 }
 
-// tagPathSegment is one segment of a tag path (DESIGN.md, "Tags and
+// tagPathSegment is one segment of a tag path (README: tag paths; "Tags and
 // addresses": letters, digits, _, -, ., space).
 var tagPathSegment = regexp.MustCompile(`^[\p{L}\p{N}_.\- ]+$`)
 

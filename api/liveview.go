@@ -125,8 +125,8 @@ func summarize(g auth.Grant) grantSummary {
 	return gs
 }
 
-// runFromPanel runs module.entry for a LiveView session (DESIGN.md,
-// "Levels, realms, scopes, grants", LiveView): the session may start only
+// runFromPanel runs module.entry for a LiveView session (README: Operators
+// and LiveView panels): the session may start only
 // an entry that its panel (PanelHeader, a view it may open) exposes with a
 // button and that the script lists in `liveview`; the args are the
 // button's, never the request's; the script runs with the grant the

@@ -8,7 +8,7 @@ import (
 	"qubiq.dev/edge/auth"
 )
 
-// auditRoutes list the audit log (DESIGN.md route table: GET /audit needs
+// auditRoutes list the audit log (the route table, testdata/routes.md: GET /audit needs
 // users_admin). routes.go's table gets them through init.
 var auditRoutes = []route{
 	{method: "GET", path: prefix + "/audit", need: perm(auth.UsersAdmin), dep: depAudit, handle: (*Server).listAudit},

@@ -14,7 +14,7 @@ import (
 )
 
 // dataRoutes are the routes of the system.* data services (issue 4;
-// DESIGN.md route table). routes.go splices them into the route table.
+// the route table, testdata/routes.md). routes.go splices them into the route table.
 // PUT /files takes bodies up to fileBodyLimit; the daemon's files limit
 // (Data.MaxFileBytes) then applies.
 var dataRoutes = []route{

@@ -168,7 +168,7 @@ var dataRequests = []struct {
 
 // TestDataRoutes_ScopeMatrix: every data route × every scope set (each
 // single scope, none, all): allowed if and only if the set holds the
-// route's scope (DESIGN.md route table); a refusal is 403 naming the scope
+// route's scope (the route table, testdata/routes.md); a refusal is 403 naming the scope
 // and never reaches the service.
 func TestDataRoutes_ScopeMatrix(t *testing.T) {
 	sets := [][]auth.Scope{nil, auth.AllScopes}

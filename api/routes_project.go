@@ -15,7 +15,7 @@ import (
 )
 
 // projectRoutes are the routes of project administration and device
-// browsing (issues 5 and 6; DESIGN.md route table: "project, devices, tags
+// browsing (the route table, testdata/routes.md: "project, devices, tags
 // (create/change/delete), POST /project/import, GET /project/export |
 // designer" and "GET /devices/{name}/browse | tag:read"). Tag import and
 // export change and show the project, so they need designer too. routes.go

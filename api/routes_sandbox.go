@@ -5,7 +5,7 @@ import (
 	"qubiq.dev/edge/gateway"
 )
 
-// The routes of the script sandbox's administration (DESIGN.md, REST:
+// The routes of the script sandbox's administration (api/testdata/routes.md:
 // "/sandbox/... (config, packages, upload, check) | sandbox_admin"): every
 // one needs the sandbox_admin permission ("Manage the script sandbox"),
 // reads included. Installs answer NDJSON progress (sandbox_handlers.go) and
@@ -13,7 +13,7 @@ import (
 // MaxWheelUpload bytes and lifts the read deadline while it reads them.
 // They join THE route table in routes.go (one init line), so the
 // middleware enforces their rows like every other's and routes_test.go
-// checks them against DESIGN.md's table.
+// checks them against the contract's route table (testdata/routes.md).
 var sandboxRoutes = []route{
 	{method: "GET", path: prefix + "/sandbox/config", need: perm(auth.SandboxAdmin), handle: (*Server).sandboxConfig},
 	{method: "GET", path: prefix + "/sandbox/packages", need: perm(auth.SandboxAdmin), handle: (*Server).listPackages},

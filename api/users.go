@@ -79,7 +79,7 @@ func (s *Server) disableUser(w http.ResponseWriter, r *http.Request, g auth.Gran
 // covers refuses (403, naming what is missing) a user whose LiveView grant
 // (auth.LiveViewGrant: a platform user is unrestricted, an operator gets
 // its level's scopes) would exceed the creating grant g: a users_admin may
-// not mint a user who can do more than itself (DESIGN.md: nothing a request
+// not mint a user who can do more than itself (nothing a request
 // sends widens a grant).
 func covers(g auth.Grant, realm, level string, perms []string) error {
 	var l auth.Level

@@ -35,7 +35,7 @@ const (
 	wsCloseSessionEnded websocket.StatusCode = 4001
 )
 
-// ws serves live values over a WebSocket (DESIGN.md route table: GET /ws
+// ws serves live values over a WebSocket (the route table, testdata/routes.md: GET /ws
 // needs tag:read). The protocol is apitypes.WSMessage. The socket closes
 // at once when the browser session ends (Done), and when the session or a
 // bearer grant expires.

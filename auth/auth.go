@@ -1,6 +1,6 @@
 // Package auth owns who may do what in QUBIQ Edge: principals, realms, write
 // levels, scopes, permissions and the grant that binds them to one execution
-// (DESIGN.md, "Levels, realms, scopes, grants").
+// (README: Operators and LiveView panels; sandbox/METHODS.md).
 //
 // A Grant is made on the Go side from verified state (an API key, a session,
 // a signed supervisor command, the calling script) and is never widened by
@@ -17,7 +17,7 @@ import (
 )
 
 // Level is a write level. Levels are ordered: LevelView < LevelOperate <
-// LevelSupervise < LevelDesign (DESIGN.md, "Levels, realms, scopes, grants").
+// LevelSupervise < LevelDesign (README: Operators and LiveView panels; sandbox/METHODS.md).
 // A caller at level L may write a tag whose write level is at most L.
 type Level uint8
 
@@ -66,7 +66,7 @@ func (l *Level) UnmarshalText(b []byte) error {
 }
 
 // Scope is a capability a grant may hold, such as "tag:write". The scopes are
-// the contract's (DESIGN.md, "Levels, realms, scopes, grants").
+// the contract's (README: Operators and LiveView panels; sandbox/METHODS.md).
 type Scope string
 
 // The scopes of the contract.
@@ -108,7 +108,7 @@ func ParseScope(s string) (Scope, error) {
 	return "", fmt.Errorf("unknown scope %q (want one of %s)", s, strings.Join(names, ", "))
 }
 
-// Permission is an administrative right beyond scopes (DESIGN.md).
+// Permission is an administrative right beyond scopes (README).
 type Permission string
 
 // The permissions of the contract.
@@ -187,7 +187,7 @@ func expiredAt(expires, now time.Time) bool { return !expires.IsZero() && !now.B
 
 // AllowsPath reports whether the tag path p is inside g's prefixes. Prefixes
 // match whole path segments: "Line1" matches "Line1" and "Line1/Pump", never
-// "Line10/Pump" (DESIGN.md, REST, POST /apikeys). A grant without prefixes
+// "Line10/Pump" (README: demo walk-through, POST /apikeys). A grant without prefixes
 // allows every path.
 func (g Grant) AllowsPath(p string) bool {
 	if len(g.Prefixes) == 0 {
@@ -206,7 +206,7 @@ func (g Grant) AllowsPath(p string) bool {
 // the common scopes and permissions, the lower write level, and prefixes that
 // satisfy both. Principal, Realm and Origin are g's. A script called by a
 // script runs with its caller's grant intersected with the entry point's
-// restriction (DESIGN.md: never more than its caller).
+// restriction (never more than its caller: Covers holds it).
 func (g Grant) Intersect(other Grant) Grant {
 	out := g
 	out.Scopes = nil

@@ -52,7 +52,7 @@ type KeyStore interface {
 }
 
 // Keys issues and checks API keys and the one-time bootstrap token
-// (DESIGN.md, "Credentials on first start" and REST POST /apikeys).
+// (README: demo walk-through, API keys and the bootstrap token).
 // Revocation takes effect at once: every Authenticate reads the store.
 type Keys struct {
 	store KeyStore
