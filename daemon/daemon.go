@@ -142,25 +142,25 @@ func (s *System) buildAPI(context.Context) error {
 }
 
 // Run starts the parts in order (the HTTP listener first, so a taken port
-// fails before anything else runs; then the service's steps: tag engine,
-// history feed, address watch, sandbox, session sweep; the change probe
-// when asked for; serving the API last), tells systemd it is ready, keeps
+// fails before anything else runs; the change probe when asked for; then
+// the service's steps: tag engine, history feed, address watch, sandbox,
+// session sweep; serving the API last), tells systemd it is ready, keeps
 // the watchdog fed while the scan loops make progress, and blocks until
 // ctx ends or the API fails; then it stops every part in reverse. A part
 // that fails to start stops the ones started before it, and Run returns
 // its error.
 func (s *System) Run(ctx context.Context) error {
-	parts := []part{{name: "http listener", start: s.listen, stop: s.closeListener}}
-	for _, st := range s.svc.Steps() {
-		parts = append(parts, part{name: st.Name, start: st.Start, stop: st.Stop})
-	}
-	parts = append(parts,
-		part{name: "change probe", start: func(ctx context.Context) error {
+	parts := []part{
+		{name: "http listener", start: s.listen, stop: s.closeListener},
+		{name: "change probe", start: func(ctx context.Context) error { // before the scans: it sees every change
 			probe.Start(ctx, os.Getenv(probe.Env), s.subscribeAll, s.log)
 			return nil
 		}},
-		part{name: "api", start: s.serve, stop: s.awaitServe},
-	)
+	}
+	for _, st := range s.svc.Steps() {
+		parts = append(parts, part{name: st.Name, start: st.Start, stop: st.Stop})
+	}
+	parts = append(parts, part{name: "api", start: s.serve, stop: s.awaitServe})
 	if err := s.parts.start(ctx, parts...); err != nil {
 		s.stop()
 		return err
