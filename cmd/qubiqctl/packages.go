@@ -25,7 +25,6 @@ import (
 // pip's progress (NDJSON) to stderr and print the result; --json prints the
 // API's lines as they come.
 func init() {
-	groups["packages"] = []string{"list", "install", "upload", "remove", "check"}
 	ackFlag := func(fs *flag.FlagSet, _ *opts) {
 		fs.BoolVar(&pkgFlags.ack, "acknowledge-widening", false,
 			"acknowledge that the packages widen what scripts can do (without it the install only lists what they widen)")

@@ -23,9 +23,6 @@ import (
 // browse to find the node to start from. Imports are all or nothing: a
 // refused file prints every problem as FILE:LINE: message and exits 1.
 func init() {
-	groups["project"] = []string{"import", "export"}
-	groups["tags"] = append(groups["tags"], "import", "export")
-	groups["devices"] = append(groups["devices"], "browse")
 	commands["project import"] = command{name: "project import", args: "FILE",
 		help: "Replace the project with FILE (YAML or JSON; - for stdin): checked like --check-config, applied without a restart, kept across restarts. Prints what changed.",
 		run:  cmdProjectImport}

@@ -19,7 +19,6 @@ import (
 // and the TLS line of status. They call the API with raw requests through
 // do, which answers errors as *client.ProblemError like package client.
 func init() {
-	groups["users"] = []string{"add", "passwd", "disable", "list"}
 	commands["users list"] = command{name: "users list", help: "List users (never their password hashes).", run: cmdUsersList}
 	commands["users add"] = command{name: "users add",
 		args: "--name N --realm platform|operator [--level view|operate|supervise] [--permissions p,q] --password-file FILE",
