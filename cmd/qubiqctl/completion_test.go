@@ -118,7 +118,7 @@ func TestCompletion_Bash(t *testing.T) {
 COMP_WORDS=(` + tt.words + `); COMP_CWORD=` + strconv.Itoa(n-1) + `; COMP_LINE='` + tt.line + `'; COMP_POINT=${#COMP_LINE}
 _qubiqctl; printf '%s\n' "${COMPREPLY[@]}"`
 			cmd := exec.Command(bash, "--norc", "--noprofile", "-c", script)
-			cmd.Env = append(os.Environ(), "QUBIQCTL_TEST_MAIN=1", "PATH="+dir+":"+os.Getenv("PATH"), "QUBIQ_URL="+d.srv.URL)
+			cmd.Env = append(os.Environ(), "QUBIQCTL_TEST_MAIN=1", "GORACE=atexit_sleep_ms=0", "PATH="+dir+":"+os.Getenv("PATH"), "QUBIQ_URL="+d.srv.URL)
 			out, err := cmd.CombinedOutput()
 			if err != nil {
 				t.Fatalf("bash: %v: %s", err, out)
