@@ -65,7 +65,9 @@ func newWSDaemon(t *testing.T, script func(ctx context.Context, c *websocket.Con
 
 var wsT0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 
-func values(vs ...apitypes.TagValue) apitypes.WSMessage { return apitypes.WSMessage{Type: "values", Values: vs} }
+func values(vs ...apitypes.TagValue) apitypes.WSMessage {
+	return apitypes.WSMessage{Type: "values", Values: vs}
+}
 
 func tv(path string, v any, q string, sec int) apitypes.TagValue {
 	return apitypes.TagValue{Path: path, Value: v, Quality: q, Timestamp: wsT0.Add(time.Duration(sec) * time.Second)}
