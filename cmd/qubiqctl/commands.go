@@ -30,7 +30,7 @@ var commands = map[string]command{
 		run: cmdScriptsPush},
 	"scripts run": {name: "scripts run", args: "MODULE.ENTRY [--args JSON]", help: "Run a gateway script entry and print its result.",
 		flags: func(fs *flag.FlagSet, o *opts) {
-			fs.StringVar(&o.args, "args", "", "JSON value passed to the entry as args")
+			fs.StringVar(&o.args, "args", "", "JSON value passed to the entry as args (default {})")
 		}, run: cmdScriptsRun, defaultTimeout: defaultRunTimeout},
 	"scripts lint": {name: "scripts lint", args: "FILE", help: "Lint FILE (- for stdin); exit 1 when a diagnostic is an error.",
 		run: cmdScriptsLint},
@@ -204,7 +204,9 @@ func cmdScriptsRun(ctx context.Context, c *cli, o *opts, args []string) error {
 	if !ok || module == "" || entry == "" || strings.Contains(entry, ".") {
 		return usagef("scripts run: %q is not MODULE.ENTRY", args[0])
 	}
-	var raw json.RawMessage
+	// Without --args the entry gets {} (docs/scripting.md, "args and the
+	// result"), sent explicitly.
+	raw := json.RawMessage("{}")
 	if o.args != "" {
 		if !json.Valid([]byte(o.args)) {
 			return usagef("scripts run: --args %q is not JSON (quote strings: --args '\"text\"')", o.args)

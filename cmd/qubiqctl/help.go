@@ -231,14 +231,26 @@ func flagSyntax(f *flag.Flag) string {
 	if name == "" {
 		return dash + f.Name
 	}
+	if v, ok := flagValueNames[f.Name]; ok && !strings.Contains(f.Usage, "`") {
+		return dash + f.Name + " " + v
+	}
 	return dash + f.Name + " " + strings.ToUpper(name)
+}
+
+// flagValueNames name the value of flags whose usage does not (instead of
+// flag's "string", "int").
+var flagValueNames = map[string]string{
+	"format": "csv|yaml", "browse": "DEVICE", "root": "NODE", "prefix": "FOLDER/SUB", "scan": "DURATION",
+	"depth": "N", "o": "FILE", "args": "JSON", "after": "SEQ", "limit": "N", "expires": "RFC3339",
+	"name": "NAME", "permissions": "p,q", "prefixes": "P,Q", "scopes": "a,b", "write-level": "LEVEL",
+	"level": "LEVEL", "password-file": "FILE", "realm": "platform|operator",
 }
 
 // flagHelp is the usage text of f, with its default when it has one.
 func flagHelp(f *flag.Flag) string {
 	_, usage := flag.UnquoteUsage(f)
 	switch f.DefValue {
-	case "", "false", "0":
+	case "", "false", "0", "0s":
 		return usage
 	}
 	return fmt.Sprintf("%s (default %s)", usage, f.DefValue)

@@ -356,8 +356,8 @@ func TestRun_Scripts(t *testing.T) {
 		if code != 0 || !strings.Contains(out, `"n": 18446744073709551615`) || !strings.Contains(out, `"duration_ms": 42`) {
 			t.Errorf("exit %d output:\n%s", code, out)
 		}
-		if r := d.last(t); r.body != `{}` {
-			t.Errorf("body without --args = %s, want {}", r.body)
+		if r := d.last(t); r.body != `{"args":{}}` {
+			t.Errorf("body without --args = %s, want {\"args\":{}}", r.body)
 		}
 	})
 	t.Run("lint error exits 1", func(t *testing.T) {

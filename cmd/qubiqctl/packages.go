@@ -19,7 +19,7 @@ import (
 	"qubiq.dev/edge/client"
 )
 
-// The packages commands (DESIGN.md, "Binaries": packages
+// The packages commands (docs/qubiqctl.md, "packages": packages
 // list|install|upload|remove|check): the script sandbox's Python packages,
 // over /api/v1/sandbox/... (permission sandbox_admin). Installs stream
 // pip's progress (NDJSON) to stderr and print the result; --json prints the

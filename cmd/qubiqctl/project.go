@@ -17,9 +17,10 @@ import (
 	"qubiq.dev/edge/client"
 )
 
-// The project and tag file commands (DESIGN.md, "Binaries": project
-// import|export, tags import|export with CSV and YAML, tags import
-// --browse DEVICE --root NODE for OPC UA; issues 5 and 6), and devices
+// The project and tag file commands (docs/project.md, "Tag files" and
+// "Import and export"; docs/opcua.md, "Browsing and importing tags"):
+// project import|export, tags import|export with CSV and YAML, tags import
+// --browse DEVICE --root NODE for OPC UA, and devices
 // browse to find the node to start from. Imports are all or nothing: a
 // refused file prints every problem as FILE:LINE: message and exits 1.
 func init() {
@@ -412,8 +413,8 @@ func browseTags(ctx context.Context, b browser, f projectFlags, prefix string) (
 
 var segmentBad = regexp.MustCompile(`[^A-Za-z0-9_.\- ]+`)
 
-// pathSegment makes a browse name a tag path segment (DESIGN.md, Tags and
-// addresses: letters, digits, _ - . and space): other characters become
+// pathSegment makes a browse name a tag path segment (docs/project.md,
+// "Tag paths": letters, digits, _ - . and space): other characters become
 // _, and an empty name takes the node id's.
 func pathSegment(name, nodeID string) string {
 	s := strings.TrimSpace(segmentBad.ReplaceAllString(name, "_"))

@@ -15,7 +15,8 @@ import (
 	"qubiq.dev/edge/client"
 )
 
-// The users commands (DESIGN.md, "Binaries": users add|passwd|disable|list)
+// The users commands (docs/security.md, "Users and sessions": users
+// add|passwd|disable|list)
 // and the TLS line of status. They call the API with raw requests through
 // do, which answers errors as *client.ProblemError like package client.
 func init() {

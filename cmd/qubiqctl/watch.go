@@ -55,7 +55,7 @@ func init() {
 			fs.BoolVar(&tagSel.all, "all", false, "every tag of the project")
 			fs.BoolVar(&tagSel.lines, "lines", false, "one line per change, also on a terminal")
 			fs.BoolVar(&tagSel.redraw, "redraw", false, "redraw the table in place, also when not on a terminal")
-			fs.DurationVar(&tagSel.watchFor, "for", 0, "stop after this long (`duration`: 30s, 5m); default: until Ctrl-C")
+			fs.DurationVar(&tagSel.watchFor, "for", 0, "stop after this long (`DURATION`: 30s, 5m; default: until Ctrl-C)")
 		}, run: cmdTagsWatch, complete: completeTags}
 }
 
