@@ -35,7 +35,16 @@ var (
 	binOnce sync.Once
 	binDir  string
 	binErr  error
+	builtIn string // the temporary directory of a fresh build, removed at the end
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtIn != "" {
+		os.RemoveAll(builtIn)
+	}
+	os.Exit(code)
+}
 
 // bins returns the directory holding qubiqd and qubiqctl: QUBIQ_BIN (make
 // test sets it), else a fresh build into a temporary directory.
@@ -58,7 +67,7 @@ func bins(t *testing.T) string {
 				return
 			}
 		}
-		binDir = dir
+		binDir, builtIn = dir, dir
 	})
 	if binErr != nil {
 		t.Fatal(binErr)
