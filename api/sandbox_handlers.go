@@ -294,7 +294,7 @@ func (s *Server) uploadPackages(w http.ResponseWriter, r *http.Request, g auth.G
 		}
 	}
 	ps := newPackageStream(s, w, r)
-	// A form field may set ack while the parts are read: the adapter asks
+	// A form field may set ack while the parts are read: the service asks
 	// for it after the last file.
 	ch, err := sa.UploadPackages(r.Context(), g, files, func() bool { return ack }, ps.progress)
 	ps.finish(ch, err)

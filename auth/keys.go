@@ -43,7 +43,7 @@ type KeyRecord struct {
 	Revoked     bool
 }
 
-// KeyStore persists API keys. The daemon passes the store's implementation.
+// KeyStore persists API keys. The service layer passes the store's implementation.
 // Key returns an error wrapping ErrNotFound for an unknown id.
 type KeyStore interface {
 	PutKey(k KeyRecord) error

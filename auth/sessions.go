@@ -29,7 +29,7 @@ type SessionRecord struct {
 }
 
 // SessionStore persists sessions so that a daemon restart does not log out
-// every panel. The daemon passes the store's implementation.
+// every panel. The service layer passes the store's implementation.
 type SessionStore interface {
 	PutSession(s SessionRecord) error
 	DeleteSession(id string) error

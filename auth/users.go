@@ -34,7 +34,7 @@ type UserRecord struct {
 	Changed     time.Time // when the password was last set
 }
 
-// UserStore persists users. The daemon passes the store's implementation.
+// UserStore persists users. The service layer passes the store's implementation.
 // User returns an error wrapping ErrNotFound for an unknown name.
 type UserStore interface {
 	PutUser(u UserRecord) error
