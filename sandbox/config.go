@@ -38,8 +38,14 @@ type Config struct {
 	// this many bytes after a run (0: never).
 	RecycleAboveMemory int64
 	// Queue is the number of runs that may wait for a worker; past it Run
-	// fails with kind busy.
+	// fails with kind busy (at least one run always waits; queue.go says
+	// how a full queue is shared between principals).
 	Queue int
+	// FlowWorkers is python.flow_workers: how many workers the Python
+	// nodes of flows may use at once (RunNodes, RunNode), so the others stay
+	// free for gateway scripts however busy the flows are. 0 means the
+	// default, Replicas-1 (at least 1); at most Replicas.
+	FlowWorkers int
 	// IndexURL is the package index pip installs from (python.index_url,
 	// a PEP 503 simple index such as https://pypi.org/simple); empty means
 	// offline: wheel uploads only.
@@ -127,6 +133,10 @@ func (c Config) Validate() error {
 	if c.Queue < 0 {
 		errs = append(errs, fmt.Errorf("python.queue: %d, want >= 0", c.Queue))
 	}
+	if c.FlowWorkers < 0 || (c.Replicas >= 1 && c.FlowWorkers > c.Replicas) {
+		errs = append(errs, fmt.Errorf("python.flow_workers: %d, want 0 (the default: replicas-1) to python.replicas (%d)",
+			c.FlowWorkers, c.Replicas))
+	}
 	if err := c.Hardening.validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -136,6 +146,15 @@ func (c Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// flowWorkers is the flows' share of the workers: FlowWorkers, or by
+// default Replicas-1 (at least 1).
+func (c Config) flowWorkers() int {
+	if c.FlowWorkers > 0 {
+		return c.FlowWorkers
+	}
+	return max(c.Replicas-1, 1)
 }
 
 // clampTimeout returns the timeout of an entry whose @gateway gave ms

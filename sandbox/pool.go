@@ -108,6 +108,11 @@ type job struct {
 	timeout time.Duration
 	state   atomic.Int32 // jobQueued → jobTaken | jobAbandoned
 	done    chan jobResult
+	key     string // the run queue's fairness key (queueKey)
+	flow    bool   // a flow's node run (RunNodes): counts against Config.FlowWorkers
+	// batch, for a node run, is the messages: the entry runs once per
+	// message (jobResult.items), each with the job's timeout.
+	batch []json.RawMessage
 }
 
 const (
@@ -117,8 +122,9 @@ const (
 )
 
 type jobResult struct {
-	res RunResult
-	err error
+	res   RunResult
+	err   error
+	items []NodeItem // a node run's outcome per message, in order
 }
 
 // Pool is the pool of Python workers. Its methods are safe for concurrent
@@ -159,6 +165,9 @@ type Pool struct {
 	roll    chan struct{}
 	slots   []slotInfo // under mu
 
+	// q holds the runs waiting (queue.go); the feeder hands them, in fair
+	// order, to the slots through jobs (unbuffered).
+	q        *runQueue
 	jobs     chan *job
 	wg       sync.WaitGroup
 	live     atomic.Int64
@@ -200,7 +209,8 @@ func New(cfg Config, svc Services, logger *slog.Logger) (*Pool, error) {
 		modules:      map[string]*moduleCode{},
 		closing:      make(chan struct{}),
 		slotErrs:     map[int]string{},
-		jobs:         make(chan *job, cfg.Queue),
+		q:            newRunQueue(max(cfg.Queue, 1), cfg.flowWorkers()),
+		jobs:         make(chan *job),
 		startTimeout: 20 * time.Second,
 		allowed:      defaultAllowed,
 	}
@@ -333,6 +343,8 @@ func (p *Pool) Start(ctx context.Context) error {
 		p.wg.Add(1)
 		go p.slotLoop(i, w)
 	}
+	p.wg.Add(1)
+	go p.feed()
 	p.logger.Info("sandbox started", "python", p.python, "version", p.pyVersion,
 		"workers", ok, "replicas", p.cfg.Replicas, "mode", p.iso.mode)
 	if firstErr != nil {
@@ -412,17 +424,11 @@ func (p *Pool) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("sandbox: close: %w", ctx.Err())
 	}
-	for {
-		select {
-		case j := <-p.jobs:
-			p.queued.Add(-1)
-			if j.state.CompareAndSwap(jobQueued, jobTaken) {
-				j.done <- jobResult{err: runErr(KindKilled, "the sandbox is shutting down")}
-			}
-			continue
-		default:
+	for _, j := range p.q.drain() {
+		p.queued.Add(-1)
+		if j.state.CompareAndSwap(jobQueued, jobTaken) {
+			j.done <- jobResult{err: runErr(KindKilled, "the sandbox is shutting down")}
 		}
-		break
 	}
 	if p.iso != nil {
 		return p.iso.close()
@@ -464,36 +470,49 @@ func (p *Pool) Modules() []string {
 
 // Run runs entry of module with args (any JSON value; empty means null) for
 // the grant g, in a fresh namespace on a free worker, with the entry's
-// timeout (@gateway(timeout_ms=N), clamped to python.gateway_timeout). Runs
-// wait in FIFO order when every worker is busy; past cfg.Queue waiting runs,
+// timeout (@gateway(timeout_ms=N), clamped to python.gateway_timeout). When
+// every worker is busy, runs wait in the run queue: in order for one
+// principal, round robin between principals (queue.go); when it is full,
 // Run fails with kind busy. The run is killed at its timeout (kind timeout)
 // or when ctx ends (kind timeout for a deadline, killed for a cancel); its
 // worker is then replaced. Errors are *RunError; on error the RunResult
 // still carries the logs and the duration.
 func (p *Pool) Run(ctx context.Context, g auth.Grant, module, entry string, args json.RawMessage) (RunResult, error) {
-	return p.run(ctx, g, module, entry, args, 0)
-}
-
-// RunNode is Run for a Python node of a flow (def transform(msg)): the
-// timeout is cfg.NodeTimeout instead of the entry's gateway timeout
-// (python.node_timeout).
-func (p *Pool) RunNode(ctx context.Context, g auth.Grant, module, entry string, msg json.RawMessage) (RunResult, error) {
-	return p.run(ctx, g, module, entry, msg, p.cfg.NodeTimeout)
-}
-
-func (p *Pool) run(ctx context.Context, g auth.Grant, module, entry string, args json.RawMessage, timeout time.Duration) (RunResult, error) {
-	if err := p.runtimeErr(); err != nil {
+	j, err := p.newJob(ctx, g, module, entry, args, 0)
+	if err != nil {
 		return RunResult{}, err
+	}
+	r := p.submit(j)
+	return r.res, r.err
+}
+
+// RunNode is Run for one message of a Python node of a flow (def
+// transform(msg)): the timeout is cfg.NodeTimeout instead of the entry's
+// gateway timeout (python.node_timeout), and the run counts against the
+// flows' share of the workers (Config.FlowWorkers).
+func (p *Pool) RunNode(ctx context.Context, g auth.Grant, module, entry string, msg json.RawMessage) (RunResult, error) {
+	j, err := p.newJob(ctx, g, module, entry, msg, p.cfg.NodeTimeout)
+	if err != nil {
+		return RunResult{}, err
+	}
+	j.flow = true
+	r := p.submit(j)
+	return r.res, r.err
+}
+
+func (p *Pool) newJob(ctx context.Context, g auth.Grant, module, entry string, args json.RawMessage, timeout time.Duration) (*job, error) {
+	if err := p.runtimeErr(); err != nil {
+		return nil, err
 	}
 	p.mu.RLock()
 	m := p.modules[module]
 	p.mu.RUnlock()
 	if m == nil {
-		return RunResult{}, runErr(KindInvalid, "unknown module %q", module)
+		return nil, runErr(KindInvalid, "unknown module %q", module)
 	}
 	entryTimeout, ok := m.entries[entry]
 	if !ok {
-		return RunResult{}, runErr(KindInvalid, "module %q has no entry %q", module, entry)
+		return nil, runErr(KindInvalid, "module %q has no entry %q", module, entry)
 	}
 	if timeout <= 0 {
 		timeout = entryTimeout
@@ -501,44 +520,82 @@ func (p *Pool) run(ctx context.Context, g auth.Grant, module, entry string, args
 	if len(args) == 0 {
 		args = json.RawMessage("null")
 	} else if !json.Valid(args) {
-		return RunResult{}, runErr(KindInvalid, "args of %s.%s are not valid JSON", module, entry)
+		return nil, runErr(KindInvalid, "args of %s.%s are not valid JSON", module, entry)
 	}
 	if err := ctx.Err(); err != nil {
-		return RunResult{}, ctxErr(err, module, entry)
+		return nil, ctxErr(err, module, entry)
 	}
-	j := &job{ctx: ctx, grant: g, mod: m, entry: entry, args: args, timeout: timeout,
-		done: make(chan jobResult, 1)}
+	return &job{ctx: ctx, grant: g, mod: m, entry: entry, args: args, timeout: timeout,
+		done: make(chan jobResult, 1), key: queueKey(g)}, nil
+}
+
+// submit queues j and waits for its result. A run waits for a worker at
+// most its own timeout: a caller is never held longer than that in the
+// queue without an answer (busy, retry).
+func (p *Pool) submit(j *job) jobResult {
 	p.queued.Add(1)
-	select {
-	case p.jobs <- j:
-	default:
+	evicted, err := p.q.push(j)
+	if evicted {
 		p.queued.Add(-1)
-		return RunResult{}, runErr(KindBusy, "all %d Python workers are busy and %d runs are waiting; retry later",
-			p.cfg.Replicas, p.cfg.Queue)
 	}
-	// A run waits for a worker at most its own timeout: a caller is never
-	// held longer than that in the queue without an answer (busy, retry).
-	wait := time.NewTimer(timeout)
+	if err != nil {
+		p.queued.Add(-1)
+		return jobResult{err: err}
+	}
+	wait := time.NewTimer(j.timeout)
 	defer wait.Stop()
 	select {
 	case r := <-j.done:
-		return r.res, r.err
+		return r
 	case <-wait.C:
 		if j.state.CompareAndSwap(jobQueued, jobAbandoned) {
-			return RunResult{}, runErr(KindBusy, "%s.%s waited %s (its timeout) and no Python worker became free; retry later",
-				module, entry, timeout)
+			p.unqueue(j)
+			return jobResult{err: runErr(KindBusy, "%s waited %s (its timeout) and no Python worker became free; retry later",
+				j.name(), j.timeout)}
 		}
-	case <-ctx.Done():
+	case <-j.ctx.Done():
 		if j.state.CompareAndSwap(jobQueued, jobAbandoned) {
-			return RunResult{}, ctxErr(ctx.Err(), module, entry)
+			p.unqueue(j)
+			return jobResult{err: ctxErr(j.ctx.Err(), j.mod.name, j.entry)}
 		}
 	case <-p.closing:
 		if j.state.CompareAndSwap(jobQueued, jobAbandoned) {
-			return RunResult{}, runErr(KindKilled, "the sandbox is shutting down")
+			p.unqueue(j)
+			return jobResult{err: runErr(KindKilled, "the sandbox is shutting down")}
 		}
 	}
-	r := <-j.done // taken by a worker, which answers even when it is killed
-	return r.res, r.err
+	return <-j.done // taken by a worker (which answers even when it is killed), or evicted
+}
+
+// unqueue takes an abandoned run out of the queue; one already handed to
+// the slots is counted off there.
+func (p *Pool) unqueue(j *job) {
+	if p.q.remove(j) {
+		p.queued.Add(-1)
+	}
+}
+
+// feed hands the queued runs, in the queue's fair order, to the slots
+// until the pool closes.
+func (p *Pool) feed() {
+	defer p.wg.Done()
+	for {
+		j := p.q.next(p.closing)
+		if j == nil {
+			return
+		}
+		select {
+		case p.jobs <- j:
+		case <-p.closing:
+			p.queued.Add(-1)
+			p.q.taken()
+			p.q.finish(j)
+			if j.state.CompareAndSwap(jobQueued, jobTaken) {
+				j.done <- jobResult{err: runErr(KindKilled, "the sandbox is shutting down")}
+			}
+			return
+		}
+	}
 }
 
 // ctxErr maps the end of a caller's ctx to a RunError.

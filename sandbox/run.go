@@ -95,15 +95,22 @@ func (p *Pool) slotLoop(i int, w *worker) {
 			// A new packages generation: the loop's top restarts the worker.
 		case j := <-p.jobs:
 			p.queued.Add(-1)
+			p.q.taken()
 			if !j.state.CompareAndSwap(jobQueued, jobTaken) {
+				p.q.finish(j)
 				break // abandoned while queued
 			}
 			p.busy.Add(1)
-			res, err, k := p.runJob(w, j)
+			var r jobResult
+			if j.batch != nil {
+				r.items, r.err, keep = p.runBatch(w, j)
+			} else {
+				r.res, r.err, keep = p.runJob(w, j)
+			}
 			p.busy.Add(-1)
 			p.countRun(i)
-			j.done <- jobResult{res: res, err: err}
-			keep = k
+			p.q.finish(j)
+			j.done <- r
 		case f := <-w.frames:
 			if f.err != nil && (errors.Is(f.err, io.EOF) || errors.Is(f.err, io.ErrUnexpectedEOF)) {
 				w.waitExit(5 * time.Second)

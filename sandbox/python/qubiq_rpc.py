@@ -22,7 +22,7 @@ MESSAGES = {
               ("executable", "str", True)],
     "exec": [("type", "str", True), ("exec", "str", True), ("module", "str", True),
              ("version", "int", True), ("entry", "str", True), ("source", "str", False),
-             ("cached", "bool", False), ("args", "json", True)],
+             ("cached", "bool", False), ("batch", "bool", False), ("args", "json", True)],
     "call": [("type", "str", True), ("exec", "str", True), ("id", "int", True),
              ("method", "str", True), ("params", "json", True)],
     "result": [("type", "str", True), ("exec", "str", True), ("id", "int", True),
@@ -31,12 +31,17 @@ MESSAGES = {
             ("msg", "str", True)],
     "done": [("type", "str", True), ("exec", "str", True), ("ok", "bool", True),
              ("value", "json", False), ("error", "object", False)],
+    "item": [("type", "str", True), ("exec", "str", True), ("index", "int", True),
+             ("ok", "bool", True), ("value", "json", False), ("error", "object", False)],
 }
 
-# Nested objects: "error" of result (CallError) and of done (ScriptError).
+# Nested objects: "error" of result (CallError), of done and of item
+# (ScriptError).
 OBJECTS = {
     "result.error": [("kind", "str", True), ("message", "str", True), ("scope", "str", False)],
     "done.error": [("kind", "str", True), ("type", "str", True), ("message", "str", True),
+                   ("line", "int", True), ("traceback", "str", True)],
+    "item.error": [("kind", "str", True), ("type", "str", True), ("message", "str", True),
                    ("line", "int", True), ("traceback", "str", True)],
 }
 

@@ -455,6 +455,9 @@ class Worker:
                     done["error"] = {"kind": "invalid", "type": "LookupError",
                                      "message": "module %r has no entry %r" % (module, msg["entry"]),
                                      "line": 0, "traceback": ""}
+                elif msg.get("batch"):
+                    self.run_batch(exec_id, module, msg, fn, filename)
+                    done["ok"] = True
                 else:
                     done["value"] = fn(msg.get("args"))
                     done["ok"] = True
@@ -485,6 +488,45 @@ class Worker:
 
     def send_frame(self, frame):
         self.ch.send_frame(frame)
+
+    def run_batch(self, exec_id, module, msg, fn, filename):
+        """Call fn once per element of the exec's args (a list), in order,
+        and send an item frame for each as soon as it returned or raised
+        (the daemon times each element on its own and kills the worker when
+        one runs past its timeout)."""
+        items = msg.get("args")
+        if not isinstance(items, list):
+            raise TypeError("a batch run of %s needs a list of args" % module)
+        for i, item in enumerate(items):
+            out = {"type": "item", "exec": exec_id, "index": i, "ok": True}
+            frame = None
+            try:
+                out["value"] = fn(item)
+                try:
+                    frame = rpc.encode(out, default=_json_default)
+                except (TypeError, ValueError) as e:
+                    del out["value"]
+                    out["ok"] = False
+                    out["error"] = {"kind": "bad_result", "type": "TypeError",
+                                    "message": "%s.%s returned a value that is not JSON: %s"
+                                    % (module, msg["entry"], e), "line": 0, "traceback": ""}
+            except BaseException as e:  # noqa: B036 - the element's failure is reported, the batch goes on
+                out.pop("value", None)
+                out["ok"] = False
+                try:
+                    message = str(e)
+                except BaseException:  # noqa: B036 - a broken __str__ must not kill the worker
+                    message = "<unprintable %s>" % type(e).__name__
+                audit = self.env.audit
+                audit.active = False  # describe reads the traceback's frames, which scripts may not
+                try:
+                    out["error"] = self.describe(e, message, filename)
+                finally:
+                    audit.active = True
+                del e
+            if self.broken:
+                return  # handle_exec ends the worker
+            self.send_frame(frame if frame is not None else rpc.encode(out))
 
     @staticmethod
     def describe(e, message, filename):

@@ -16,7 +16,8 @@
 // # Messages
 //
 //	daemon → worker: hello (once, first), exec (one per run), result (answer to a call)
-//	worker → daemon: ready (answer to hello), call (a system.* request), log, done
+//	worker → daemon: ready (answer to hello), call (a system.* request), log,
+//	                 item (one message of a batch run), done
 //
 // Nothing in a worker's frame names or changes the grant of the execution:
 // the daemon keeps the grant in Go memory, keyed by worker and execution id
@@ -52,6 +53,7 @@ const (
 	TypeCall   Type = "call"
 	TypeLog    Type = "log"
 	TypeDone   Type = "done"
+	TypeItem   Type = "item"
 )
 
 // Hello is the daemon's first frame to a new worker (daemon → worker). Allowed
@@ -85,7 +87,10 @@ type Ready struct {
 // unguessable, that every Call, Log and Done of the run must carry. Source is
 // the module's code; when Cached is true it is omitted and the worker uses
 // the code it compiled for the same Module and Version. Args is the JSON
-// value passed to the entry.
+// value passed to the entry. With Batch, Args is a JSON array and the
+// worker calls the entry once per element, in order, in one module
+// namespace, answering each call with an Item before the run's Done (the
+// Python nodes of flows: def transform(msg)).
 type Exec struct {
 	Type    Type            `json:"type"`
 	Exec    string          `json:"exec"`
@@ -94,6 +99,7 @@ type Exec struct {
 	Entry   string          `json:"entry"`
 	Source  string          `json:"source,omitempty"`
 	Cached  bool            `json:"cached,omitempty"`
+	Batch   bool            `json:"batch,omitempty"`
 	Args    json.RawMessage `json:"args"`
 }
 
@@ -148,11 +154,26 @@ type Done struct {
 	Error *ScriptError    `json:"error,omitempty"`
 }
 
+// Item is the outcome of one element of a batch run (worker → daemon),
+// sent as soon as the entry returned or raised for it: Index is the
+// element's position (0, 1, ... in order), Value the return value when OK,
+// else Error (kind "bad_result" when the value is not JSON).
+type Item struct {
+	Type  Type            `json:"type"`
+	Exec  string          `json:"exec"`
+	Index int             `json:"index"`
+	OK    bool            `json:"ok"`
+	Value json.RawMessage `json:"value,omitempty"`
+	Error *ScriptError    `json:"error,omitempty"`
+}
+
 // ScriptError is why a run failed inside the worker. Kind is one of
 // "script_error" (the script raised; Type is the exception class, Line the
 // script line, Traceback the script's frames), "permission_denied" (it let a
-// system.PermissionDenied escape), "memory" (MemoryError), or "invalid" (no
-// such entry, the code was refused when compiled, or the args did not fit).
+// system.PermissionDenied escape), "memory" (MemoryError), "invalid" (no
+// such entry, the code was refused when compiled, or the args did not fit),
+// or, for an Item, "bad_result" (the entry returned a value that is not
+// JSON).
 type ScriptError struct {
 	Kind      string `json:"kind"`
 	Type      string `json:"type"`
@@ -172,6 +193,7 @@ func Messages() map[Type]any {
 		TypeResult: &Result{Type: TypeResult},
 		TypeLog:    &Log{Type: TypeLog},
 		TypeDone:   &Done{Type: TypeDone},
+		TypeItem:   &Item{Type: TypeItem},
 	}
 }
 
@@ -324,7 +346,7 @@ func PeekType(b []byte) (Type, error) {
 }
 
 // Decode decodes a frame body into a new value of its type: *Hello, *Ready,
-// *Exec, *Call, *Result, *Log or *Done. Unknown fields are ignored; an unknown
+// *Exec, *Call, *Result, *Log, *Item or *Done. Unknown fields are ignored; an unknown
 // type or invalid JSON is an error wrapping ErrMalformed.
 func Decode(b []byte) (any, error) {
 	if c, ok := decodeCall(b); ok {
@@ -350,6 +372,8 @@ func Decode(b []byte) (any, error) {
 		v = new(Log)
 	case TypeDone:
 		v = new(Done)
+	case TypeItem:
+		v = new(Item)
 	default:
 		return nil, fmt.Errorf("%w: unknown type %q", ErrMalformed, t)
 	}

@@ -21,7 +21,7 @@ func samples() map[Type]any {
 			Installed: []string{"qpkg"}, ReadPaths: []string{"/opt/x"}},
 		TypeReady: &Ready{Type: TypeReady, PID: 4242, Python: "3.11.2", Executable: "/usr/bin/python3.11"},
 		TypeExec: &Exec{Type: TypeExec, Exec: "0123456789abcdef", Module: "pumps", Version: 7, Entry: "start",
-			Source: "def start(args):\n    return 'é'\n", Args: json.RawMessage(`{"rpm":1500,"big":18446744073709551615}`)},
+			Source: "def start(args):\n    return 'é'\n", Batch: true, Args: json.RawMessage(`[{"rpm":1500,"big":18446744073709551615}]`)},
 		TypeCall: &Call{Type: TypeCall, Exec: "0123456789abcdef", ID: 3, Method: "tag.read",
 			Params: json.RawMessage(`{"paths":["Line1/Pump/Speed"]}`)},
 		TypeResult: &Result{Type: TypeResult, Exec: "0123456789abcdef", ID: 3, OK: false,
@@ -30,6 +30,8 @@ func samples() map[Type]any {
 		TypeDone: &Done{Type: TypeDone, Exec: "0123456789abcdef", OK: false,
 			Error: &ScriptError{Kind: "script_error", Type: "ZeroDivisionError", Message: "division by zero", Line: 3,
 				Traceback: "  File \"<script pumps>\", line 3\n"}},
+		TypeItem: &Item{Type: TypeItem, Exec: "0123456789abcdef", Index: 2, OK: false,
+			Error: &ScriptError{Kind: "bad_result", Type: "TypeError", Message: "not JSON", Line: 0}},
 	}
 }
 
@@ -37,7 +39,7 @@ func TestReader_ReadFrame_RoundTrip(t *testing.T) {
 	var buf bytes.Buffer
 	w := NewWriter(&buf)
 	want := samples()
-	types := []Type{TypeHello, TypeReady, TypeExec, TypeCall, TypeResult, TypeLog, TypeDone}
+	types := []Type{TypeHello, TypeReady, TypeExec, TypeCall, TypeResult, TypeLog, TypeDone, TypeItem}
 	for _, ty := range types {
 		if err := w.WriteMessage(want[ty]); err != nil {
 			t.Fatalf("WriteMessage(%s): %v", ty, err)
@@ -130,6 +132,7 @@ func goSchema() map[string][]string {
 	}
 	out["result.error"] = jsonFields(reflect.TypeOf(CallError{}))
 	out["done.error"] = jsonFields(reflect.TypeOf(ScriptError{}))
+	out["item.error"] = jsonFields(reflect.TypeOf(ScriptError{}))
 	return out
 }
 
