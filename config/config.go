@@ -59,6 +59,7 @@ type Python struct {
 	RecycleAfterRuns   int               `yaml:"recycle_after_runs"`
 	RecycleAboveMemory Size              `yaml:"recycle_above_memory"`
 	Queue              int               `yaml:"queue"`
+	FlowWorkers        int               `yaml:"flow_workers"`
 	IndexURL           string            `yaml:"index_url"`
 	Hardening          map[string]string `yaml:"hardening"`
 }

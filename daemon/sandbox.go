@@ -39,6 +39,7 @@ func sandboxConfig(c *config.Daemon) sandbox.Config {
 	if py.Queue > 0 {
 		cfg.Queue = py.Queue
 	}
+	cfg.FlowWorkers = py.FlowWorkers                                               // python.flow_workers; 0: replicas-1
 	cfg.IndexURL, cfg.Hardening = py.IndexURL, sandbox.HardeningFrom(py.Hardening) // python.index_url, python.hardening
 	return cfg
 }

@@ -22,8 +22,9 @@ const (
 )
 
 // HealthReport is the appliance's health: its status and the reasons it is
-// not ok, the daemon's version and uptime, the sandbox, and each device's
-// connection state.
+// not ok, the daemon's version and uptime, the sandbox, each device's
+// connection state and each flow's state (a flow failed or stopped makes
+// it degraded).
 type HealthReport struct {
 	Status  string
 	Reasons []string
@@ -31,6 +32,7 @@ type HealthReport struct {
 	Uptime  time.Duration
 	Sandbox SandboxHealth
 	Devices map[string]DeviceHealth
+	Flows   map[string]FlowHealth
 }
 
 // SandboxHealth is the script sandbox's state: the isolation mode

@@ -258,15 +258,5 @@ func (q *runQueue) drain() []*job {
 	return out
 }
 
-// waiting returns the number of runs waiting, in total and of key.
-func (q *runQueue) waiting(key string) (total, mine int) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if f := q.byKey[key]; f != nil {
-		mine = len(f.jobs)
-	}
-	return q.n, mine
-}
-
 // name is "module.entry" of a job, for messages.
 func (j *job) name() string { return fmt.Sprintf("%s.%s", j.mod.name, j.entry) }

@@ -49,5 +49,6 @@ func (s *Service) Health(context.Context) gateway.HealthReport {
 			degrade(a)
 		}
 	}
+	s.flowsHealth(&out, degrade)
 	return out
 }

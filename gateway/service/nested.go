@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"qubiq.dev/edge/auth"
 	"qubiq.dev/edge/gateway"
@@ -71,12 +70,17 @@ func (s *Service) runNested(ctx context.Context, g auth.Grant, what, module, ent
 func (s *Service) sendMessage(ctx context.Context, g auth.Grant, handler string, payload json.RawMessage) (gateway.ScriptRun, error) {
 	h, ok := s.data.handlers[handler]
 	if !ok {
+		// Not a project handler: a flow's message trigger may take it.
+		if run, handled, err := s.deliverToFlows(ctx, g, handler, payload); handled {
+			return run, err
+		}
 		names := make([]string, 0, len(s.data.handlers))
 		for n := range s.data.handlers {
 			names = append(names, n)
 		}
+		names = append(names, s.flowHandlers()...)
 		slices.Sort(names)
-		return gateway.ScriptRun{}, fmt.Errorf("message handler %q: %w (have: %s)", handler, errNotFound, strings.Join(names, ", "))
+		return gateway.ScriptRun{}, errNoHandler(handler, names)
 	}
 	return s.runNested(ctx, g, "message handler "+handler, h.Module, h.Entry, h.Restrict, payload)
 }

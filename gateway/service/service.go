@@ -123,6 +123,9 @@ type Service struct {
 
 	data *data         // vars, history, files, SQL, message handlers (data.go)
 	pool *sandbox.Pool // the script workers (scripts.go)
+	// flows are the flow engine's hooks: the message triggers and the
+	// flows' health (nodes.go).
+	flows flowHooks
 	// runner runs nested entries (message.send, runOnGateway); nil: the
 	// service's own RunScript. Tests replace it.
 	runner func(ctx context.Context, g auth.Grant, module, entry string, args json.RawMessage) (gateway.ScriptRun, error)
