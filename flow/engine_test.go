@@ -185,7 +185,9 @@ func TestEngine_BurstIntoSmallQueue(t *testing.T) {
 			}
 			waitStatus(t, e, "burst", "all offered", func(st gateway.FlowStatus) bool { return st.Counters.In == 10_000 })
 			close(gw.block)
-			st := waitStatus(t, e, "burst", "drained", func(st gateway.FlowStatus) bool { return st.Queue == 0 && st.Counters.Processed+st.Counters.Dropped == 10_000 })
+			st := waitStatus(t, e, "burst", "drained", func(st gateway.FlowStatus) bool {
+				return st.Queue == 0 && st.Counters.Processed+st.Counters.Dropped == 10_000
+			})
 			if st.Counters.Processed != 101 || st.Counters.Dropped != 9_899 {
 				t.Errorf("counters %+v: want 101 processed (the held one and a full queue), 9,899 dropped", st.Counters)
 			}

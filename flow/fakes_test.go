@@ -252,7 +252,9 @@ type memStore struct {
 	flows map[string]map[int][]byte
 }
 
-func newMemStore() *memStore { return &memStore{seq: map[string]int{}, flows: map[string]map[int][]byte{}} }
+func newMemStore() *memStore {
+	return &memStore{seq: map[string]int{}, flows: map[string]map[int][]byte{}}
+}
 
 func (s *memStore) SaveFlowVersion(name string, version int, rec []byte) (int, bool, error) {
 	s.mu.Lock()

@@ -23,16 +23,16 @@ import (
 
 // Error kinds of node failures (gateway.FlowError.Kind).
 const (
-	KindTimeout      = "timeout"          // a Python node ran past its timeout; its worker was replaced
-	KindException    = "exception"        // a Python node raised
-	KindBadReturn    = "bad_return"       // a Python node returned something that is not a message
+	KindTimeout      = "timeout"           // a Python node ran past its timeout; its worker was replaced
+	KindException    = "exception"         // a Python node raised
+	KindBadReturn    = "bad_return"        // a Python node returned something that is not a message
 	KindDenied       = "permission_denied" // a system.* call of a Python node was refused and not caught
-	KindWriteFailed  = "write_failed"     // a tag write was refused or failed
-	KindBadQuality   = "bad_quality"      // a tag write of a message whose quality is not Good
-	KindNoValue      = "no_value"         // the field a node reads is not in the message
-	KindPublish      = "publish_failed"   // an MQTT publish failed
-	KindMessageFail  = "message_failed"   // sending a message failed
-	KindNodeRunError = "node_failed"      // the node could not run (busy, runtime missing, killed)
+	KindWriteFailed  = "write_failed"      // a tag write was refused or failed
+	KindBadQuality   = "bad_quality"       // a tag write of a message whose quality is not Good
+	KindNoValue      = "no_value"          // the field a node reads is not in the message
+	KindPublish      = "publish_failed"    // an MQTT publish failed
+	KindMessageFail  = "message_failed"    // sending a message failed
+	KindNodeRunError = "node_failed"       // the node could not run (busy, runtime missing, killed)
 )
 
 // out is one message leaving a node: where to ("" the end) and the message.
@@ -574,4 +574,3 @@ func (in *instance) runMessage(nr *nodeRun, msgs []*Msg) []out {
 	}
 	return outs
 }
-

@@ -66,13 +66,13 @@ type instance struct {
 
 // nodeRun is one node of a running version: what it runs and its state.
 type nodeRun struct {
-	def                   *NodeDef
-	module, entry, ref    string
-	runs, errs, timeouts  atomic.Uint64
-	mu                    sync.Mutex
-	failed                bool
-	lastErr               *gateway.FlowError
-	errLog, printLog      limiter
+	def                  *NodeDef
+	module, entry, ref   string
+	runs, errs, timeouts atomic.Uint64
+	mu                   sync.Mutex
+	failed               bool
+	lastErr              *gateway.FlowError
+	errLog, printLog     limiter
 }
 
 // limiter lets one log line through per period, counting the others.
