@@ -67,6 +67,9 @@ type Deps struct {
 	Project ProjectAdmin
 	// Certs serves the OPC UA certificate stores: /devices/{name}/certs...
 	Certs DeviceCerts
+	// Flows serves the flows: /flows... (the flow engine, which the
+	// daemon passes; DepsFrom leaves it nil).
+	Flows gateway.Flows
 	// TLS describes the listener's certificate for GET /health ("tls");
 	// nil when the listener speaks plain HTTP.
 	TLS *apitypes.TLSInfo

@@ -66,6 +66,12 @@ func wireHealth(h gateway.HealthReport) apitypes.Health {
 	for n, d := range h.Devices {
 		out.Devices[n] = apitypes.DeviceHealth{State: d.State, Reason: d.Reason}
 	}
+	if len(h.Flows) > 0 {
+		out.Flows = make(map[string]apitypes.FlowHealth, len(h.Flows))
+		for n, f := range h.Flows {
+			out.Flows[n] = apitypes.FlowHealth{State: f.State, Reason: f.Reason}
+		}
+	}
 	return out
 }
 

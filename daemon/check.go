@@ -18,7 +18,7 @@ import (
 // sections this daemon does not implement (config.ParseProject), the
 // service layer's (devices and their drivers, tags against their drivers,
 // scripts, connections, named queries, message handlers, history, seed
-// users) and LiveView's (views). It returns every error found in one run,
+// users), LiveView's (views) and the flow engine's (flows). It returns every error found in one run,
 // each naming the file and, where known, the line.
 func Check(path string, log *slog.Logger) error {
 	cfg, err := config.LoadDaemon(path)
@@ -32,7 +32,7 @@ func Check(path string, log *slog.Logger) error {
 	if p == nil {
 		return perr
 	}
-	return errors.Join(perr, service.CheckProject(p, opcuastore.Defaults(cfg.DataDir), log), checkViews(p))
+	return errors.Join(perr, service.CheckProject(p, opcuastore.Defaults(cfg.DataDir), log), checkViews(p), checkFlows(cfg)(p))
 }
 
 // checkViews checks the project's views as LiveView parses them.

@@ -36,8 +36,9 @@ views:
 
 // TestCheck_EveryPartsProblemsInOneRun: --check-config reports, in one
 // run, the problems of every part's sections, each with the file and
-// line: an unimplemented section (flows), a device, a tag, a named query,
-// a message handler, a seed user and a view.
+// line: a device, a tag, a named query, a message handler, a seed user, a
+// view and a flow (one with no trigger, one writing a tag its grant may
+// not, one publishing on the supervisor link, which is off).
 func TestCheck_EveryPartsProblemsInOneRun(t *testing.T) {
 	dir := t.TempDir()
 	project := `devices:
@@ -57,6 +58,13 @@ views:
       - {type: value, tag: Nope/Tag}
 flows:
   - {name: f1}
+  - name: f2
+    trigger: {tag: A/B}
+    nodes:
+      - {id: w, type: tag_write, path: A/B}
+  - name: f3
+    trigger: {every: 1s}
+    nodes: [{id: p, type: mqtt_publish, topic: alerts}]
 `
 	if err := os.WriteFile(filepath.Join(dir, "project.yaml"), []byte(project), 0o644); err != nil {
 		t.Fatal(err)
@@ -69,7 +77,10 @@ flows:
 	if err == nil {
 		t.Fatal("a bad project passed the check")
 	}
-	for _, want := range []string{`line 16: section "flows"`, `project.yaml:3: device "x": unknown driver "nosuch"`,
+	for _, want := range []string{`project.yaml:17: flow "f1": needs a trigger`,
+		`project.yaml:21: flow "f2": node "w": writes tag "A/B", but the flow's grant has no tag:write`,
+		`project.yaml:24: flow "f3": node "p": mqtt_publish needs the supervisor link, which is off (mqtt.brokers is empty)`,
+		`project.yaml:3: device "x": unknown driver "nosuch"`,
 		`project.yaml:5: tag "A/B": unknown device "simm"`, `named query`, `message handler "h"`, `users[0]`, `views:`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("check error lacks %q:\n%v", want, err)

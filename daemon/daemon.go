@@ -22,6 +22,7 @@ import (
 	"qubiq.dev/edge/api"
 	"qubiq.dev/edge/auth"
 	"qubiq.dev/edge/config"
+	"qubiq.dev/edge/flow"
 	"qubiq.dev/edge/gateway"
 	"qubiq.dev/edge/gateway/service"
 	"qubiq.dev/edge/internal/probe"
@@ -42,6 +43,7 @@ type System struct {
 	db    *store.DB
 	audit *store.AuditLog
 	svc   *service.Service
+	flows *flow.Engine
 	api   *api.Server
 	ln    net.Listener
 
@@ -53,14 +55,15 @@ type System struct {
 
 // New builds the system from cfg: it opens the store (bounded by
 // store.open_timeout) and its audit log, builds the service layer (the
-// project, drivers, tag engine, data services, users, sandbox pool) and
-// the API with its LiveView panels and TLS. Nothing runs until Run. On
+// project, drivers, tag engine, data services, users, sandbox pool), the
+// flow engine over it, and the API with its LiveView panels and TLS. Nothing runs until Run. On
 // error every part built so far is closed again, in reverse.
 func New(ctx context.Context, cfg *config.Daemon, log *slog.Logger) (*System, error) {
 	s := &System{cfg: cfg, log: log, parts: lifecycle{log: log}}
 	err := s.parts.start(ctx,
 		part{name: "store", start: s.openStore, stop: s.closeStore},
 		part{name: "service", start: s.buildService, stop: func(ctx context.Context) error { s.svc.Close(ctx); return nil }},
+		part{name: "flows", start: s.buildFlows},
 		part{name: "api", start: s.buildAPI},
 	)
 	if err != nil {
@@ -110,7 +113,8 @@ func (s *System) buildService(context.Context) error {
 		DeviceDefaults:  opcuastore.Defaults(s.cfg.DataDir),
 		Addresses:       opcuastore.NewAddresses(s.db, s.log.With("subsystem", "opcua")),
 		Certs:           opcuastore.Certs{DataDir: s.cfg.DataDir},
-		SectionChecks:   []func(*config.Project) error{checkViews},
+		SectionChecks:   []func(*config.Project) error{checkViews, checkFlows(s.cfg)},
+		GrantChecks:     []func(auth.Grant, *config.Project) error{coverFlows},
 	})
 	return err
 }
@@ -137,6 +141,7 @@ func (s *System) buildAPI(context.Context) error {
 	}
 	deps := api.DepsFrom(s.svc, panels)
 	deps.TLS = tlsInfo
+	deps.Flows = s.flows
 	s.api, err = api.New(api.Config{Addr: c.HTTP.Listen, TLS: tlsConf}, deps, s.log.With("subsystem", "api"))
 	return err
 }
@@ -144,7 +149,7 @@ func (s *System) buildAPI(context.Context) error {
 // Run starts the parts in order (the HTTP listener first, so a taken port
 // fails before anything else runs; the change probe when asked for; then
 // the service's steps: tag engine, history feed, address watch, sandbox,
-// session sweep; serving the API last), tells systemd it is ready, keeps
+// session sweep; the flows; serving the API last), tells systemd it is ready, keeps
 // the watchdog fed while the scan loops make progress, and blocks until
 // ctx ends or the API fails; then it stops every part in reverse. A part
 // that fails to start stops the ones started before it, and Run returns
@@ -160,6 +165,9 @@ func (s *System) Run(ctx context.Context) error {
 	for _, st := range s.svc.Steps() {
 		parts = append(parts, part{name: st.Name, start: st.Start, stop: st.Stop})
 	}
+	// The flows after the sandbox and the tag engine they run on, stopped
+	// before them.
+	parts = append(parts, part{name: "flows", start: s.flows.Start, stop: s.flows.Stop})
 	parts = append(parts, part{name: "api", start: s.serve, stop: s.awaitServe})
 	if err := s.parts.start(ctx, parts...); err != nil {
 		s.stop()

@@ -22,8 +22,8 @@ type Nodes interface {
 	// PrepareNode checks the code of a Python node as SaveScript checks
 	// a module (syntax, the guardrail's names and imports) and that it
 	// defines transform(msg) at top level, and registers it to run as
-	// the module the answer names (its Ref; "flow.<flow>.<node>", a name
-	// no script module can have). Code that fails the check is a
+	// the module the answer names (its Ref; "flow.<flow>.<node>.<version>",
+	// a name no script module can have). Code that fails the check is a
 	// *ScriptError of kind invalid naming the first problem and its line;
 	// nothing is registered.
 	PrepareNode(ctx context.Context, c NodeCode) (NodePrepared, error)
@@ -45,7 +45,8 @@ type Nodes interface {
 }
 
 // NodeCode is the code of one Python node: its flow, its id in the flow,
-// the flow's version (the workers cache compiled code by it) and the code.
+// a version the caller makes unique for each preparation (the module's
+// name holds it, and the workers cache compiled code by it) and the code.
 type NodeCode struct {
 	Flow    string
 	Node    string

@@ -41,8 +41,8 @@ const ProblemContentType = "application/problem+json"
 // Health is the body of GET /api/v1/health (DESIGN.md, REST). Status is "ok",
 // "degraded" or "failed"; Reasons says why when it is not "ok". UptimeS is
 // whole seconds since the daemon started. Devices maps a device name to its
-// connection state. EscapeHatch reports whether
-// QUBIQ_BROWSER_SCRIPT_SCOPES=off is in force.
+// connection state, Flows a flow's name to its state (docs/flows.md).
+// EscapeHatch reports whether QUBIQ_BROWSER_SCRIPT_SCOPES=off is in force.
 type Health struct {
 	Status      string                  `json:"status"`
 	Reasons     []string                `json:"reasons"`
@@ -50,6 +50,7 @@ type Health struct {
 	UptimeS     int64                   `json:"uptime_s"`
 	Sandbox     SandboxHealth           `json:"sandbox"`
 	Devices     map[string]DeviceHealth `json:"devices"`
+	Flows       map[string]FlowHealth   `json:"flows,omitempty"`
 	EscapeHatch bool                    `json:"escape_hatch"`
 }
 

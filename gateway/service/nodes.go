@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -61,7 +62,7 @@ func (s *Service) flowHealth() gateway.FlowHealthSource {
 }
 
 // PrepareNode checks a Python node's code and registers it as module
-// "flow.<flow>.<node>" (gateway.Nodes).
+// "flow.<flow>.<node>.<version>" (gateway.Nodes).
 func (s *Service) PrepareNode(ctx context.Context, c gateway.NodeCode) (gateway.NodePrepared, error) {
 	for what, v := range map[string]string{"flow": c.Flow, "node": c.Node} {
 		if v == "" || strings.ContainsAny(v, "./\\\x00 ") {
@@ -69,7 +70,7 @@ func (s *Service) PrepareNode(ctx context.Context, c gateway.NodeCode) (gateway.
 				Detail: fmt.Sprintf("%s name %q: want letters, digits, _ or -", what, v)}
 		}
 	}
-	ref := nodePrefix + c.Flow + "." + c.Node
+	ref := nodePrefix + c.Flow + "." + c.Node + "." + strconv.FormatInt(c.Version, 10)
 	info, err := s.pool.Check(ctx, ref, c.Code)
 	if err != nil {
 		return gateway.NodePrepared{Ref: ref, Diagnostics: diagsOf(info.Diagnostics)}, scriptError(err)

@@ -188,6 +188,11 @@ func (s *Service) applyProject(ctx context.Context, g auth.Grant, doc []byte, ac
 	if err := errors.Join(perr, s.check(p)); err != nil {
 		return config.ProjectDiff{}, projectError(err)
 	}
+	for _, c := range s.opts.GrantChecks {
+		if err := c(g, p); err != nil {
+			return config.ProjectDiff{}, err
+		}
+	}
 	eng, err := s.newEngine(p)
 	if err != nil {
 		return config.ProjectDiff{}, projectError(err)

@@ -61,8 +61,13 @@ type Options struct {
 	// answer that no device has a store.
 	Certs CertStores
 	// SectionChecks validate the project sections other parts own (the
-	// LiveView views): a project import is refused on their problems too.
+	// LiveView views, the flows): a project import is refused on their
+	// problems too.
 	SectionChecks []func(p *config.Project) error
+	// GrantChecks refuse a project import by g whose sections would grant
+	// more than g holds (a flow's grant: auth.Grant.Covers); the error is
+	// an *auth.DeniedError.
+	GrantChecks []func(g auth.Grant, p *config.Project) error
 }
 
 // AddressBook keeps the addresses a driver converts at its first

@@ -1,0 +1,132 @@
+package daemon
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+
+	"gopkg.in/yaml.v3"
+
+	"qubiq.dev/edge/auth"
+	"qubiq.dev/edge/config"
+	"qubiq.dev/edge/flow"
+)
+
+// The flow part: the flow engine over the service layer (package flow,
+// docs/flows.md).
+//
+// Wiring left for the supervisor link and alarms: when the mqtt part
+// exists, pass its TopicSource and Publisher as flow.Options.Topics and
+// .Publisher (and set mqttWired's answer to true while the link is on);
+// when the alarm part exists, pass its AlarmSource as .Alarms. Until then
+// mqtt triggers, mqtt_publish nodes and alarm triggers are refused by
+// --check-config and by pushes, saying why (linkWhy).
+
+// linkWhy says why flows cannot use the supervisor link and alarm
+// transitions in this build.
+func linkWhy(c *config.Daemon) (mqtt, alarms string) {
+	mqtt = "is not wired to the flows in this qubiqd yet"
+	if c == nil || len(c.MQTT.Brokers) == 0 {
+		mqtt = "is off (mqtt.brokers is empty)"
+	}
+	return mqtt, "are not delivered to the flows by this qubiqd yet (no alarm part)"
+}
+
+// buildFlows makes the flow engine over the service layer, and hands it to
+// the service for message triggers and health.
+func (s *System) buildFlows(context.Context) error {
+	p := s.svc.Project()
+	mqttWhy, alarmsWhy := linkWhy(s.cfg)
+	e, err := flow.New(flow.Options{
+		Gateway:      s.svc,
+		Store:        s.db,
+		MQTTWhy:      mqttWhy,
+		AlarmsWhy:    alarmsWhy,
+		ProjectFile:  p.File,
+		ProjectDir:   filepath.Dir(p.File),
+		ProjectFlows: p.Flows,
+		Handlers:     handlerNames(p),
+		Log:          s.log.With("subsystem", "flows"),
+	})
+	if err != nil {
+		return err
+	}
+	s.flows = e
+	s.svc.RouteMessages(e)
+	s.svc.SetFlowHealth(e)
+	return nil
+}
+
+// handlerNames are the names of the project's message handlers.
+func handlerNames(p *config.Project) []string {
+	var out []string
+	for _, n := range p.MessageHandlers {
+		if n.Kind != yaml.MappingNode {
+			continue
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == "name" {
+				out = append(out, n.Content[i+1].Value)
+			}
+		}
+	}
+	return out
+}
+
+var topDefRe = regexp.MustCompile(`(?m)^def\s+([A-Za-z][A-Za-z0-9_]*)\s*\(`)
+
+// flowEnv is what the project's flows are checked against without a
+// running daemon: its tags (write levels resolved against baseline), its
+// script files' top-level functions, its message handlers, the links.
+func flowEnv(p *config.Project, baseline auth.Level, c *config.Daemon) flow.Env {
+	mqttWhy, alarmsWhy := linkWhy(c)
+	env := flow.Env{Dir: filepath.Dir(p.File), Tags: map[string]flow.TagFacts{}, Scripts: map[string][]string{},
+		Handlers: handlerNames(p), MQTTWhy: mqttWhy, AlarmsWhy: alarmsWhy}
+	for _, t := range p.Tags {
+		lvl := baseline
+		if t.WriteLevel != "" {
+			if l, err := auth.ParseLevel(t.WriteLevel); err == nil {
+				lvl = l
+			}
+		}
+		env.Tags[t.Path] = flow.TagFacts{ReadOnly: t.ReadOnly, WriteLevel: lvl}
+	}
+	for _, sc := range p.Scripts {
+		code, err := os.ReadFile(p.ScriptFile(sc))
+		if err != nil {
+			continue // reported by the service's check
+		}
+		for _, m := range topDefRe.FindAllStringSubmatch(string(code), -1) {
+			env.Scripts[sc.Module] = append(env.Scripts[sc.Module], m[1])
+		}
+	}
+	return env
+}
+
+// checkFlows checks the project's flows as the flow engine parses them.
+func checkFlows(c *config.Daemon) func(p *config.Project) error {
+	return func(p *config.Project) error {
+		baseline := auth.LevelOperate
+		if c != nil {
+			if l, err := auth.ParseLevel(c.Security.BaselineWriteLevel); err == nil {
+				baseline = l
+			}
+		}
+		_, err := flow.ParseSection(p.File, p.Flows, flowEnv(p, baseline, c))
+		return err
+	}
+}
+
+// coverFlows refuses a project import whose flows grant more than the
+// importer holds (auth.Grant.Covers: a flow is never wider than its
+// designer).
+func coverFlows(g auth.Grant, p *config.Project) error {
+	defs, _ := flow.ParseSection(p.File, p.Flows, flow.Env{Dir: filepath.Dir(p.File)})
+	for _, d := range defs {
+		if err := g.Covers(d.Grant, "flow "+d.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
