@@ -153,6 +153,14 @@ func printHealth(w io.Writer, h apitypes.Health) error {
 		hatch = "ON (QUBIQ_BROWSER_SCRIPT_SCOPES=off: browser scripts run unrestricted)"
 	}
 	t.row("escape hatch", hatch)
+	for _, n := range sortedKeys(h.Flows) {
+		f := h.Flows[n]
+		line := f.State
+		if f.Reason != "" {
+			line += ": " + f.Reason
+		}
+		t.row("flow "+n, line)
+	}
 	if err := t.flush(); err != nil {
 		return err
 	}
@@ -180,4 +188,14 @@ func printDiagnostics(w io.Writer, file string, ds []apitypes.Diagnostic) error 
 		t.row(fmt.Sprintf("%s:%d:%d", file, d.Line, d.Column), d.Severity, orDash(d.Code), d.Message)
 	}
 	return t.flush()
+}
+
+// sortedKeys returns m's keys, sorted.
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
