@@ -531,7 +531,9 @@ func (p *Pool) newJob(ctx context.Context, g auth.Grant, module, entry string, a
 
 // submit queues j and waits for its result. A run waits for a worker at
 // most its own timeout: a caller is never held longer than that in the
-// queue without an answer (busy, retry).
+// queue without an answer (busy, retry). A flow's node run waits for its
+// turn on the flows' share as long as its caller's ctx lets it: the flow's
+// own bounded queue is where its back-pressure shows.
 func (p *Pool) submit(j *job) jobResult {
 	p.queued.Add(1)
 	evicted, err := p.q.push(j)
@@ -542,12 +544,16 @@ func (p *Pool) submit(j *job) jobResult {
 		p.queued.Add(-1)
 		return jobResult{err: err}
 	}
-	wait := time.NewTimer(j.timeout)
-	defer wait.Stop()
+	var waitC <-chan time.Time
+	if !j.flow {
+		wait := time.NewTimer(j.timeout)
+		defer wait.Stop()
+		waitC = wait.C
+	}
 	select {
 	case r := <-j.done:
 		return r
-	case <-wait.C:
+	case <-waitC:
 		if j.state.CompareAndSwap(jobQueued, jobAbandoned) {
 			p.unqueue(j)
 			return jobResult{err: runErr(KindBusy, "%s waited %s (its timeout) and no Python worker became free; retry later",

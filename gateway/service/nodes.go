@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"qubiq.dev/edge/auth"
 	"qubiq.dev/edge/gateway"
+	"qubiq.dev/edge/sandbox"
 )
 
 // The Python nodes of flows (gateway.Nodes), the messages that go to flows
@@ -110,7 +112,11 @@ func (s *Service) RunNode(ctx context.Context, g auth.Grant, r gateway.NodeRun) 
 	}
 	items, err := s.pool.RunNodes(ctx, g, r.Module, r.Entry, r.Msgs, r.Timeout)
 	if err != nil {
-		return nil, scriptError(err)
+		var re *sandbox.RunError
+		if errors.As(err, &re) {
+			return nil, &gateway.ScriptError{Kind: re.Kind, Detail: nodeText(r, re.Detail)}
+		}
+		return nil, err
 	}
 	out := make([]gateway.NodeResult, len(items))
 	for i, it := range items {
@@ -120,12 +126,23 @@ func (s *Service) RunNode(ctx context.Context, g auth.Grant, r gateway.NodeRun) 
 			res.Logs[j] = gateway.LogLine{Level: l.Level, Msg: l.Msg}
 		}
 		if it.Err != nil {
-			res.Err = &gateway.ScriptError{Kind: it.Err.Kind, Detail: it.Err.Detail}
+			res.Err = &gateway.ScriptError{Kind: it.Err.Kind, Detail: nodeText(r, it.Err.Detail)}
 			res.Line = it.Err.Line
 		}
 		out[i] = res
 	}
 	return out, nil
+}
+
+// nodeText names a prepared node "the node" in a sandbox message instead
+// of by its module ("flow.scale.py.3.transform ran past its timeout" →
+// "the node ran past its timeout").
+func nodeText(r gateway.NodeRun, s string) string {
+	if !strings.HasPrefix(r.Module, nodePrefix) {
+		return s
+	}
+	s = strings.ReplaceAll(s, r.Module+"."+r.Entry, "the node")
+	return strings.ReplaceAll(s, r.Module, "the node")
 }
 
 // deliverToFlows hands a message whose handler the project does not define
