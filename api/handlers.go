@@ -10,6 +10,7 @@ import (
 
 	"qubiq.dev/edge/api/apitypes"
 	"qubiq.dev/edge/auth"
+	"qubiq.dev/edge/tagpath"
 )
 
 // Handlers: the route table (routes.go) has already checked credentials,
@@ -247,10 +248,6 @@ func (s *Server) provision(w http.ResponseWriter, r *http.Request, g auth.Grant)
 	return nil
 }
 
-// tagPathSegment is one segment of a tag path (DESIGN.md, "Tags and
-// addresses": letters, digits, _, -, ., space).
-var tagPathSegment = regexp.MustCompile(`^[\p{L}\p{N}_.\- ]+$`)
-
 // checkKeyRequest validates a new API key against the contract (400 naming
 // the bad value) and against the creator's grant g: a key never gets a
 // scope, permission, write level or tag range its creator lacks (403 naming
@@ -283,10 +280,8 @@ func checkKeyRequest(req apitypes.APIKeyRequest, g auth.Grant, now time.Time) er
 		}
 	}
 	for _, p := range req.Prefixes {
-		for seg := range strings.SplitSeq(strings.TrimSuffix(p, "/"), "/") {
-			if !tagPathSegment.MatchString(seg) {
-				return bad("prefixes: %q is not a tag path prefix (segments of letters, digits, _, -, . and space)", p)
-			}
+		if _, err := tagpath.CleanPrefix(p); err != nil { // the one tag path rule
+			return bad("prefixes: %v", err)
 		}
 	}
 	if req.Expires != nil && !req.Expires.After(now) {

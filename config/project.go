@@ -13,6 +13,7 @@ import (
 	"qubiq.dev/edge/auth"
 	"qubiq.dev/edge/device"
 	"qubiq.dev/edge/tagengine"
+	"qubiq.dev/edge/tagpath"
 	"qubiq.dev/edge/value"
 )
 
@@ -228,8 +229,10 @@ func (tc TagConfig) engineTag() (tagengine.Tag, error) {
 	t := tagengine.Tag{Path: tc.Path, Device: tc.Device, Units: tc.Units, ReadOnly: tc.ReadOnly, Description: tc.Description}
 	if tc.Path == "" {
 		errs = append(errs, errors.New("missing path"))
-	} else if !tagengine.ValidPath(tc.Path) {
-		errs = append(errs, errors.New("invalid path (segments of letters, digits, _ - . and space, separated by /)"))
+	} else if clean, err := tagpath.Clean(tc.Path); err != nil {
+		errs = append(errs, pathError(err))
+	} else {
+		t.Path = clean
 	}
 	if tc.Device == "" {
 		errs = append(errs, errors.New("missing device"))
@@ -318,4 +321,14 @@ func TagPoint(tc TagConfig) (device.Point, error) {
 // ScriptFile returns the absolute path of a script's file.
 func (p *Project) ScriptFile(s ScriptConfig) string {
 	return resolve(filepath.Dir(p.File), s.File)
+}
+
+// pathError words a refused tag path for a tag's message, which names the
+// path already: "invalid path: segment 2 "": empty (...); the rule: ...".
+func pathError(err error) error {
+	var pe *tagpath.Error
+	if errors.As(err, &pe) {
+		return fmt.Errorf("invalid path: %s (%s)", pe.Reason, tagpath.Rule)
+	}
+	return err
 }

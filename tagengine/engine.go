@@ -23,6 +23,7 @@ import (
 
 	"qubiq.dev/edge/auth"
 	"qubiq.dev/edge/device"
+	"qubiq.dev/edge/tagpath"
 	"qubiq.dev/edge/value"
 )
 
@@ -189,8 +190,8 @@ func New(cfg Config, devices map[string]device.Driver, tags []Tag) (*Engine, err
 	var errs []error
 	groups := map[string]*group{}
 	for _, t := range tags {
-		if !ValidPath(t.Path) {
-			errs = append(errs, fmt.Errorf("tag %q: invalid path (segments of letters, digits, _ - . and space)", t.Path))
+		if err := tagpath.Check(t.Path); err != nil {
+			errs = append(errs, err)
 			continue
 		}
 		if _, dup := e.tags[t.Path]; dup {
@@ -248,7 +249,7 @@ func (e *Engine) Seed(vals map[string]value.VQT) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for p, v := range vals {
-		st, ok := e.tags[p]
+		st, ok := e.lookup(p)
 		if !ok || v.Value == nil {
 			continue
 		}
@@ -494,6 +495,19 @@ func (e *Engine) flush() error {
 	return nil
 }
 
+// lookup returns the tag at path p, compared in NFC (tagpath.Normalize):
+// every front door that names a tag by its path finds the same tag for
+// "Kühlung" typed precomposed or decomposed.
+func (e *Engine) lookup(p string) (*tagState, bool) {
+	st, ok := e.tags[p]
+	if !ok {
+		if n := tagpath.Normalize(p); n != p {
+			st, ok = e.tags[n]
+		}
+	}
+	return st, ok
+}
+
 // Progress returns when a scan last completed (Start counts as progress).
 // The systemd watchdog pings only while this moves (DESIGN.md, hard-won
 // rules: the watchdog proves progress).
@@ -540,10 +554,10 @@ func (e *Engine) Read(g auth.Grant, paths []string) ([]Result, error) {
 	defer e.mu.RUnlock()
 	for i, p := range paths {
 		out[i].Path = p
-		switch st, ok := e.tags[p]; {
+		switch st, ok := e.lookup(p); {
 		case !ok:
 			out[i].VQT = value.Bad(value.BadNodeIDUnknown, "unknown tag", now)
-		case !g.AllowsPath(p):
+		case !g.AllowsPath(st.tag.Path):
 			out[i].VQT = value.Bad(value.BadUserAccessDenied, "path outside the allowed prefixes", now)
 		default:
 			out[i].VQT = st.cur

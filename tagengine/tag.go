@@ -3,7 +3,6 @@ package tagengine
 import (
 	"fmt"
 	"math"
-	"regexp"
 	"time"
 
 	"qubiq.dev/edge/auth"
@@ -115,9 +114,3 @@ func (s Scale) factor() float64 {
 	}
 	return s.Factor
 }
-
-var pathRe = regexp.MustCompile(`^[A-Za-z0-9_.\- ]+(/[A-Za-z0-9_.\- ]+)*$`)
-
-// ValidPath reports whether p is a tag path: segments of letters, digits,
-// '_', '-', '.' and space, separated by '/' (DESIGN.md, Tags and addresses).
-func ValidPath(p string) bool { return pathRe.MatchString(p) }

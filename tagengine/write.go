@@ -17,7 +17,7 @@ import (
 func (e *Engine) WriteLevels(_ context.Context, paths []string) (map[string]auth.Level, error) {
 	out := make(map[string]auth.Level, len(paths))
 	for _, p := range paths {
-		if st, ok := e.tags[p]; ok {
+		if st, ok := e.lookup(p); ok {
 			out[p] = st.level
 		} else {
 			out[p] = e.cfg.Baseline
@@ -100,11 +100,11 @@ func (e *Engine) writeOne(ctx context.Context, g auth.Grant, r WriteRequest, lev
 		e.audit(g, "tag.write.refused", r.Path, before, r.Value, q.String(), reason)
 		return res, writeOutcome{}
 	}
-	st, ok := e.tags[r.Path]
+	st, ok := e.lookup(r.Path)
 	if !ok {
 		return refuse(value.BadNodeIDUnknown, "unknown tag", nil)
 	}
-	if !g.AllowsPath(r.Path) {
+	if !g.AllowsPath(st.tag.Path) {
 		return refuse(value.BadUserAccessDenied, "path outside the allowed prefixes", nil)
 	}
 	lvl, ok := levels[r.Path]
