@@ -23,15 +23,31 @@ import (
 
 // Point is one tag as a driver sees it: the tag path (for errors and logs),
 // the address text of the project file, the value type, the byte order for
-// multi-register types ("ABCD" when empty) and the unit id override (0: the
-// device's own).
+// multi-register types ("ABCD" when empty), the unit id override and the
+// string options of register strings. Point is comparable: drivers key their
+// parse caches and request plans by it.
 type Point struct {
 	Tag       string
 	Address   string
 	Type      value.Type
 	ByteOrder string
+	// UnitID overrides the device's unit id when it is not 0, or when
+	// HasUnitID is set: unit 0 is a unit of its own (a Modbus TCP gateway's
+	// own unit, Modbus Messaging on TCP/IP V1.0b §4.4.2), so a tag's
+	// unit_id: 0 sets HasUnitID and is never mistaken for "absent".
 	UnitID    int
+	HasUnitID bool
+	// StringByteOrder is the order of the two characters in each register
+	// of a register string: "high" (high byte first, the default and the
+	// Modbus convention) or "low".
+	StringByteOrder string
+	// Encoding is the character encoding of a register string: "ascii",
+	// "latin1" or "utf8" (the default).
+	Encoding string
 }
+
+// Unit returns the point's unit id override and whether it has one.
+func (p Point) Unit() (int, bool) { return p.UnitID, p.HasUnitID || p.UnitID != 0 }
 
 // Driver is one connection to one device. Its life cycle:
 //
@@ -48,10 +64,13 @@ type Point struct {
 //  6. Close(ctx), safe after a partial Open and safe to call twice.
 //
 // Read returns one VQT per point, in order. A point that failed carries a bad
-// quality and a reason (quality is data, not an error). Write returns nil
-// when the device acknowledged the write, or an error; a *QualityError says
-// which quality the caller reports (a write that timed out after it was sent
-// is value.Uncertain and is never retried).
+// quality and a reason (quality is data, not an error). Write takes a value
+// already coerced to the point's type (Coerce; the tag engine's write path
+// coerces once, drivers do not coerce again: a value that does not conform,
+// value.Conforms, is Bad_TypeMismatch). It returns nil when the device
+// acknowledged the write, or an error; a *QualityError says which quality the
+// caller reports (a write that timed out after it was sent is
+// value.Uncertain and is never retried).
 type Driver interface {
 	Validate() error
 	CheckPoint(p Point) error
@@ -184,6 +203,69 @@ func QualityOf(err error) (value.Quality, string) {
 		return value.BadTimeout, "timeout"
 	}
 	return value.BadCommunicationError, err.Error()
+}
+
+// Coerce is the one coercion of the write path: v converted to p's type
+// by value.Coerce (an array, for OPC UA array nodes, element by element),
+// or a *QualityError whose quality is value.CoerceQuality of the refusal
+// (Bad_OutOfRange or Bad_TypeMismatch) and whose reason is the refusal's
+// text. Driver.Write gets its result; a driver whose points hold no arrays
+// refuses one as not conforming (value.Conforms).
+func Coerce(p Point, v value.Value) (value.Value, error) {
+	cv, err := coerce(p.Type, value.Normalize(v))
+	if err != nil {
+		return nil, &QualityError{Quality: value.CoerceQuality(err), Reason: err.Error()}
+	}
+	return cv, nil
+}
+
+func coerce(t value.Type, v value.Value) (value.Value, error) {
+	arr, ok := v.([]any)
+	if !ok || t == value.Auto {
+		return value.Coerce(t, v)
+	}
+	out := make([]any, len(arr))
+	for i, e := range arr {
+		c, err := value.Coerce(t, e)
+		if err != nil {
+			return nil, fmt.Errorf("element %d: %w", i, err)
+		}
+		out[i] = c
+	}
+	return out, nil
+}
+
+// NotCoerced is the error a driver returns from Write for a value that
+// does not conform to p's type (value.Conforms): the caller skipped
+// Coerce. Bad_TypeMismatch, naming the value's Go type and the tag's type.
+func NotCoerced(p Point, v value.Value) error {
+	return Errorf(value.BadTypeMismatch, "%s (%s): value %v of Go type %T was not coerced to the tag's type", p.Address, p.Type, v, v)
+}
+
+// ParseCache remembers what a driver parsed from each Point (address, type,
+// byte order, unit id) so that the write path parses a point once per
+// configuration, as the read path's request plans do: a driver is built
+// anew for every configuration, and its cache with it. Errors are
+// remembered too. The zero ParseCache is ready; it is safe for concurrent
+// use and holds one entry per distinct point (the configured tags).
+type ParseCache[T any] struct {
+	m sync.Map // Point → parsed[T]
+}
+
+type parsed[T any] struct {
+	v   T
+	err error
+}
+
+// Get returns parse(p), calling parse only the first time p is seen.
+func (c *ParseCache[T]) Get(p Point, parse func(Point) (T, error)) (T, error) {
+	if e, ok := c.m.Load(p); ok {
+		r := e.(parsed[T])
+		return r.v, r.err
+	}
+	v, err := parse(p)
+	c.m.Store(p, parsed[T]{v, err})
+	return v, err
 }
 
 // Duration is a time.Duration that decodes from JSON as a Go duration string

@@ -250,8 +250,8 @@ func (e *Engine) Seed(vals map[string]value.VQT) {
 	defer e.mu.Unlock()
 	for p, v := range vals {
 		st, ok := e.lookup(p)
-		if !ok || v.Value == nil {
-			continue
+		if !ok || v.Value == nil || (!st.tag.PassNonFinite && value.NonFinite(v.Value) != "") {
+			continue // nothing usable to serve (a NaN stored before the tag refused them)
 		}
 		if r, ok := e.devices[st.tag.Device].(device.Restorer); ok {
 			raw := v.Value
@@ -387,7 +387,9 @@ func (e *Engine) update(st *tagState, v value.VQT) (Change, bool) {
 		v.Time = time.Now().UTC()
 	}
 	if v.Quality.IsGood() || v.Quality.IsUncertain() {
+		raw := v.Value
 		v.Value = st.tag.Scale.ToEng(v.Value)
+		v = nonFinite(v, raw, st.tag.PassNonFinite)
 	}
 	old := st.cur
 	if st.seeded {
@@ -403,12 +405,45 @@ func (e *Engine) update(st *tagState, v value.VQT) (Change, bool) {
 		// REST: value is the last known value when quality is not Good).
 		v.Value = old.Value
 	}
-	if old.Quality == v.Quality && old.Reason == v.Reason && !st.tag.Deadband.Exceeded(old.Value, v.Value) {
+	// A change of quality, of the raw status code alone (OPC UA Good →
+	// Good_Clamped → Good with the same value) or of the reason is a
+	// change; the deadband only holds back a value whose status stayed.
+	if old.Quality == v.Quality && old.StatusCode == v.StatusCode && old.Reason == v.Reason &&
+		!st.tag.Deadband.Exceeded(old.Value, v.Value) {
 		return Change{}, false
 	}
 	st.cur = v
 	st.dirty = true
 	return Change{Path: st.tag.Path, VQT: v}, true
+}
+
+// nonFinite turns a Good or Uncertain reading v whose (scaled) value holds
+// NaN or ±Inf into Bad_OutOfRange with a reason naming what came back (raw
+// is the driver's value before scaling), the last known value kept: JSON
+// has no number for it, and a Good reading with no usable value would be
+// indistinguishable from "no value". OPC UA Part 4 §7.34 Bad_OutOfRange,
+// "the value was out of range", is the code for a value outside every
+// engineering range; Uncertain would claim the value is usable. A tag that
+// opts in (pass, tag option non_finite: pass) keeps the non-finite value,
+// as Uncertain with the same reason: consumers that can hold it (history,
+// last values, a driver write) get it, and JSON shows null, which the
+// contract allows for a quality other than Good (docs/values.md). The raw
+// status code is kept.
+func nonFinite(v value.VQT, raw value.Value, pass bool) value.VQT {
+	what := value.NonFinite(v.Value)
+	if what == "" {
+		return v
+	}
+	reason := "the device sent " + what + " (not a finite number)"
+	if value.NonFinite(raw) == "" {
+		reason = "the scaled value is " + what + " (the raw value overflowed the scale)"
+	}
+	if pass {
+		return value.VQT{Value: v.Value, Quality: value.Uncertain, Reason: reason + "; kept (non_finite: pass)",
+			Time: v.Time, StatusCode: v.StatusCode, ServerTime: v.ServerTime}
+	}
+	return value.VQT{Quality: value.BadOutOfRange, Reason: reason + "; tag option non_finite: pass keeps it as Uncertain",
+		Time: v.Time, StatusCode: v.StatusCode, ServerTime: v.ServerTime}
 }
 
 func (e *Engine) publish(changes []Change) {

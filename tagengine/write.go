@@ -117,16 +117,20 @@ func (e *Engine) writeOne(ctx context.Context, g auth.Grant, r WriteRequest, lev
 	if st.tag.ReadOnly {
 		return refuse(value.BadNotWritable, "tag is read-only", nil)
 	}
+	// The one coercion of the write path (device.Coerce): the driver gets
+	// the value in its tag's type and does not coerce it again.
 	raw, err := st.tag.Scale.ToRaw(value.Normalize(r.Value), st.tag.Point.Type)
 	if err == nil {
-		raw, err = value.Coerce(st.tag.Point.Type, raw)
+		raw, err = device.Coerce(st.tag.Point, raw)
 	}
 	if err != nil {
-		q := value.BadTypeMismatch
-		if errors.Is(err, value.ErrOutOfRange) {
-			q = value.BadOutOfRange
+		if qe := (*device.QualityError)(nil); errors.As(err, &qe) {
+			return refuse(qe.Quality, qe.Reason, nil)
 		}
-		return refuse(q, err.Error(), nil)
+		return refuse(value.CoerceQuality(err), err.Error(), nil) // the scale's refusal
+	}
+	if what := value.NonFinite(raw); what != "" && !st.tag.PassNonFinite {
+		return refuse(value.BadOutOfRange, what+" is not a finite number (tag option non_finite: pass allows it)", nil)
 	}
 	if e.cfg.Audit != nil {
 		if err := e.cfg.Audit.CanAudit(); err != nil {

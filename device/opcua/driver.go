@@ -84,6 +84,16 @@ type Driver struct {
 	password string
 	userCert []byte
 	userKey  *rsa.PrivateKey
+
+	addrs device.ParseCache[NodeAddress] // parsed tag addresses, once per configuration
+}
+
+// parse returns p's parsed address, parsing each point once (reads, writes
+// and subscriptions share the cache).
+func (d *Driver) parse(p device.Point) (NodeAddress, error) {
+	return d.addrs.Get(device.Point{Address: p.Address}, func(q device.Point) (NodeAddress, error) {
+		return ParseAddress(q.Address)
+	})
 }
 
 // New is the device.Factory of driver "opcua": it strict-decodes cfg.Raw
@@ -134,11 +144,14 @@ func (d *Driver) Validate() error {
 // connection (ResolvedAddresses), before the server can re-order its
 // namespaces.
 func (d *Driver) CheckPoint(p device.Point) error {
-	if _, err := ParseAddress(p.Address); err != nil {
+	if _, err := d.parse(p); err != nil {
 		return err
 	}
 	if p.Type == value.TypeUnknown {
 		return fmt.Errorf("opcua address %q: no type (want bool, int16, ..., string or auto)", p.Address)
+	}
+	if p.Encoding != "" || p.StringByteOrder != "" {
+		return fmt.Errorf("opcua address %q: encoding and string_byte_order apply to Modbus register strings only (OPC UA strings are UTF-8, Part 6 §5.2.2.4)", p.Address)
 	}
 	if p.Tag != "" {
 		d.mu.Lock()
@@ -299,7 +312,7 @@ func (d *Driver) current() (*session, value.Quality, string) {
 // ns= address to the nsu= form the first time a session sees it and
 // recording tag's canonical address.
 func (d *Driver) resolve(sess *session, tag, addr string) (*ua.NodeID, error) {
-	a, err := ParseAddress(addr)
+	a, err := d.parse(device.Point{Address: addr})
 	if err != nil {
 		return nil, device.Errorf(value.BadConfigurationError, "%v", err)
 	}
@@ -459,10 +472,7 @@ func vqtOf(dv *ua.DataValue, t value.Type) value.VQT {
 		v, err = coerceToTag(t, v)
 	}
 	if err != nil {
-		out.Quality = value.BadTypeMismatch
-		if errIsOutOfRange(err) {
-			out.Quality = value.BadOutOfRange
-		}
+		out.Quality = value.CoerceQuality(err)
 		out.Reason = err.Error()
 		return out
 	}
@@ -471,8 +481,9 @@ func vqtOf(dv *ua.DataValue, t value.Type) value.VQT {
 }
 
 // Write writes v to p's Value attribute once and never retries (OPC UA Part
-// 4 §5.10.4; DESIGN.md, Hard-won rules). v is coerced to the tag's type,
-// then to the node's built-in type, read once per session (DataType,
+// 4 §5.10.4; DESIGN.md, Hard-won rules). v comes coerced to the tag's type
+// (device.Coerce, the write path's one coercion; auto leaves it as sent)
+// and is converted here to the node's built-in type, read once per session (DataType,
 // ValueRank, AccessLevel, UserAccessLevel) and cached; a lossy coercion is
 // refused with Bad_TypeMismatch (a value out of the type's range with
 // Bad_OutOfRange) before anything is sent, and a node whose access level
@@ -481,13 +492,10 @@ func vqtOf(dv *ua.DataValue, t value.Type) value.VQT {
 // a dropped connection) is Uncertain: "write timed out; it may have been
 // applied". Every error is a *device.QualityError.
 func (d *Driver) Write(ctx context.Context, p device.Point, v value.Value) error {
-	if _, err := ParseAddress(p.Address); err != nil {
+	if _, err := d.parse(p); err != nil {
 		return device.Errorf(value.BadConfigurationError, "%v", err)
 	}
-	v, err := coerceToTag(p.Type, value.Normalize(v))
-	if err != nil {
-		return coerceError(p, err)
-	}
+	v = value.Normalize(v)
 	sess, q, why := d.current()
 	if sess == nil {
 		return device.Errorf(q, "%s", why)
@@ -546,10 +554,7 @@ func (d *Driver) Write(ctx context.Context, p device.Point, v value.Value) error
 }
 
 func coerceError(p device.Point, err error) error {
-	if errIsOutOfRange(err) {
-		return device.Errorf(value.BadOutOfRange, "%s (%s): %v", p.Address, p.Type, err)
-	}
-	return device.Errorf(value.BadTypeMismatch, "%s (%s): %v", p.Address, p.Type, err)
+	return device.Errorf(value.CoerceQuality(err), "%s (%s): %v", p.Address, p.Type, err)
 }
 
 // typeOf returns (and caches for the session) what a write needs to know

@@ -147,7 +147,7 @@ func (d *Driver) SubscribeWith(ctx context.Context, opts SubscribeOptions, point
 		addrs: make([]*NodeAddress, len(points)), items: make([]item, len(points))}
 	now := time.Now().UTC()
 	for i, p := range points {
-		a, err := ParseAddress(p.Address)
+		a, err := d.parse(p)
 		if err != nil {
 			g.deliver(i, value.Bad(value.BadConfigurationError, err.Error(), now))
 			continue

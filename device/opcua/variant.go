@@ -3,7 +3,6 @@ package opcua
 import (
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -466,5 +465,3 @@ func coerceToTag(t value.Type, v value.Value) (value.Value, error) {
 	return value.Coerce(t, v)
 }
 
-// errIsOutOfRange reports whether err is a range refusal.
-func errIsOutOfRange(err error) bool { return errors.Is(err, value.ErrOutOfRange) }
