@@ -464,4 +464,3 @@ func coerceToTag(t value.Type, v value.Value) (value.Value, error) {
 	}
 	return value.Coerce(t, v)
 }
-
