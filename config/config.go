@@ -9,14 +9,11 @@
 package config
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
-	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -230,77 +227,13 @@ func resolve(dir, p string) string {
 	return filepath.Join(dir, p)
 }
 
-func decodeStrict(b []byte, v any) error {
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(v); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		return prettyYAMLError(err)
-	}
-	return nil
-}
-
-var unknownFieldRe = regexp.MustCompile(`^line (\d+): field (\S+) not found in type config\.(\w+)$`)
-
-// sections names, for messages, the YAML section each config type decodes,
-// with its valid keys.
-var sections = map[string]any{
-	"Daemon": Daemon{}, "HTTP": HTTP{}, "Python": Python{}, "GatewayTimeout": GatewayTimeout{},
-	"Security": Security{}, "Store": Store{}, "History": History{}, "MQTT": MQTT{},
-	"Project": Project{}, "TagConfig": TagConfig{}, "DeadbandConf": DeadbandConf{},
-	"ScaleConf": ScaleConf{}, "HistoryConf": HistoryConf{}, "ScriptConfig": ScriptConfig{},
-}
-
+// sectionNames names, for messages, the YAML section each config type
+// decodes.
 var sectionNames = map[string]string{
 	"Daemon": "the config", "HTTP": "http", "Python": "python", "GatewayTimeout": "python.gateway_timeout",
 	"Security": "security", "Store": "store", "History": "history", "MQTT": "mqtt",
 	"Project": "the project", "TagConfig": "a tag", "DeadbandConf": "a tag's deadband",
 	"ScaleConf": "a tag's scale", "HistoryConf": "a tag's history", "ScriptConfig": "a script",
-}
-
-// prettyYAMLError rewrites yaml.v3's "field x not found in type config.T"
-// into "unknown key "x" in python (valid keys: ...)", keeping the line, and
-// keeps every other message as it is.
-func prettyYAMLError(err error) error {
-	var te *yaml.TypeError
-	if !errors.As(err, &te) {
-		return err
-	}
-	out := make([]string, len(te.Errors))
-	for i, e := range te.Errors {
-		out[i] = e
-		m := unknownFieldRe.FindStringSubmatch(e)
-		if m == nil {
-			continue
-		}
-		where := sectionNames[m[3]]
-		if where == "" {
-			where = m[3]
-		}
-		msg := fmt.Sprintf("line %s: unknown key %q in %s", m[1], m[2], where)
-		if keys := yamlKeys(sections[m[3]]); len(keys) > 0 {
-			msg += " (valid keys: " + strings.Join(keys, ", ") + ")"
-		}
-		out[i] = msg
-	}
-	return &yaml.TypeError{Errors: out}
-}
-
-func yamlKeys(v any) []string {
-	if v == nil {
-		return nil
-	}
-	t := reflect.TypeOf(v)
-	var keys []string
-	for i := 0; i < t.NumField(); i++ {
-		tag := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]
-		if tag != "" && tag != "-" {
-			keys = append(keys, tag)
-		}
-	}
-	return keys
 }
 
 // Duration is a time.Duration written as Go duration text ("250ms", "1s",

@@ -63,11 +63,7 @@ func checkTags(p *config.Project, devs map[string]device.Driver) error {
 		if !ok {
 			continue
 		}
-		t, err := config.TagPoint(tc)
-		if err != nil {
-			continue // reported by EngineTags
-		}
-		if err := drv.CheckPoint(t); err != nil {
+		if err := config.CheckTagOnDevice(tc, drv); err != nil { // the address too when the type is bad
 			errs = append(errs, fmt.Errorf("%s: device %q: %w", at, tc.Device, err))
 		}
 	}

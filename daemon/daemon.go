@@ -202,7 +202,7 @@ func BuildDevices(p *config.Project, dataDir string, log *slog.Logger) (map[stri
 			err = d.Validate()
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s:%d: device %q: %w", p.File, dc.Line, dc.Name, err))
+			errs = append(errs, fmt.Errorf("%s:%d: device %q: %w", p.File, dc.LineOf(err), dc.Name, err))
 			continue
 		}
 		devs[dc.Name] = d

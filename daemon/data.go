@@ -139,10 +139,7 @@ func (d *Data) loadProject(p *config.Project) error {
 	for _, h := range hs {
 		d.handlers[h.Name] = h
 	}
-	pol, err := HistoryPolicies(p)
-	errs = append(errs, err)
-	d.History.SetPolicies(pol)
-	return errors.Join(errs...)
+	return errors.Join(errs...) // history policies are the tags' own (tagengine.HistoryPolicy)
 }
 
 // CheckData validates the project's sections the data services own
@@ -162,36 +159,7 @@ func CheckData(p *config.Project) error {
 	errs = append(errs, err)
 	_, err = ParseMessageHandlers(p.File, p.MessageHandlers)
 	errs = append(errs, err)
-	_, err = HistoryPolicies(p)
-	errs = append(errs, err)
-	return errors.Join(errs...)
-}
-
-// HistoryPolicies returns the recording policy of every tag with history
-// enabled (project tag "history: {enabled, deadband, max_interval}").
-func HistoryPolicies(p *config.Project) (map[string]store.HistoryPolicy, error) {
-	out := map[string]store.HistoryPolicy{}
-	var errs []error
-	for _, t := range p.Tags {
-		if t.History == nil || !t.History.Enabled {
-			continue
-		}
-		pol := store.HistoryPolicy{Deadband: t.History.Deadband}
-		if pol.Deadband < 0 {
-			errs = append(errs, fmt.Errorf("%s:%d: tag %q: history deadband %g must not be negative", p.File, t.Line, t.Path, pol.Deadband))
-			continue
-		}
-		if t.History.MaxInterval != "" {
-			iv, err := config.ParseDuration(t.History.MaxInterval)
-			if err != nil || iv < 0 {
-				errs = append(errs, fmt.Errorf("%s:%d: tag %q: history max_interval: %v", p.File, t.Line, t.Path, err))
-				continue
-			}
-			pol.MaxInterval = iv
-		}
-		out[t.Path] = pol
-	}
-	return out, errors.Join(errs...)
+	return errors.Join(errs...) // tag history is checked with the tags (config.EngineTags)
 }
 
 type messageHandlerYAML struct {
@@ -282,7 +250,7 @@ func (d *Data) Start(context.Context) {
 	if d.s.Engine() == nil || d.History == nil || d.stopFeed != nil {
 		return
 	}
-	ch, dropped, cancel := d.s.Engine().Subscribe(historyFeed)
+	ch, dropped, cancel := d.s.Engine().SubscribeHistory(historyFeed) // what each tag's history policy records
 	stop := make(chan struct{})
 	d.feedDone = make(chan struct{})
 	d.feedDrop = dropped

@@ -76,7 +76,7 @@ func (a dataAPI) History(ctx context.Context, g auth.Grant, q apitypes.HistoryQu
 			hs.IntervalMS = &ms
 		}
 		for j, p := range tr.Points {
-			hs.Points[j] = apitypes.HistoryPoint{Timestamp: p.Time, Value: p.Value, Quality: p.Quality.String()}
+			hs.Points[j] = apitypes.HistoryPoint{Timestamp: p.Time, Value: p.Value, Quality: p.Quality.String(), StatusCode: p.StatusCode}
 		}
 		out[i] = hs
 	}

@@ -282,17 +282,11 @@ func (s *System) restoreEngine(ctx context.Context, p *config.Project) error {
 }
 
 // applyData applies the project's sections the data services take at
-// once: tag history policies and named queries (both checked already).
+// once: named queries (checked already; tag history policies come with
+// the tags, in the new engine).
 func (s *System) applyData(p *config.Project) {
 	if s.Data == nil {
 		return
-	}
-	if s.Data.History != nil {
-		pol, err := HistoryPolicies(p)
-		if err != nil {
-			s.Log.Error("project import: history policies", slog.Any("err", err))
-		}
-		s.Data.History.SetPolicies(pol)
 	}
 	if s.Data.DB != nil {
 		qs, err := sqldb.ParseNamedQueries(p.File, p.NamedQueries)
@@ -370,43 +364,50 @@ func writeFileAtomic(path string, b []byte, mode os.FileMode) error {
 }
 
 // ImportTags upserts tags into the running project by path (format "csv":
-// config.ParseTagsCSV; "yaml": config.ParseTagsYAML) and applies the result
+// config.ReadTagsCSV; "yaml": config.ReadTagsYAML) and applies the result
 // as ApplyProject does (audit action "tags.import"). The whole file is
-// checked first: every bad row, an unknown device or an address the
+// checked in one pass: every bad row, an unknown device or an address the
 // device's driver refuses, is a problem naming its line in doc, and on any
 // problem nothing is applied (*ProjectError). A CSV row replaces the tag
-// of its path but keeps the keys CSV has no column for (deadband, history,
-// unit_id); a YAML entry replaces it whole.
+// of its path but keeps the keys whose column the file lacks; a YAML entry
+// replaces it whole. The project keeps at most config.MaxTagsPerProject
+// tags.
 func (s *System) ImportTags(ctx context.Context, g auth.Grant, format string, doc []byte) (config.ProjectDiff, error) {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	cur := s.Project()
+	devs, _ := BuildDevices(cur, s.Config.DataDir, s.Log) // the running project's devices built before
+	names := make([]string, 0, len(cur.Devices))
+	existing := make(map[string]config.TagConfig, len(cur.Tags))
+	for _, d := range cur.Devices {
+		names = append(names, d.Name)
+	}
+	for _, t := range cur.Tags {
+		existing[t.Path] = t
+	}
+	opt := config.TagImport{Devices: &config.TagDevices{Names: names, Drivers: config.Checkers(devs)}, Existing: existing}
 	var rows []config.TagConfig
 	var err error
 	switch format {
 	case "csv":
-		rows, err = config.ParseTagsCSV(doc)
+		rows, err = config.ReadTagsCSV(bytes.NewReader(doc), opt)
 	case "yaml":
-		rows, err = config.ParseTagsYAML(doc)
+		rows, err = config.ReadTagsYAML(doc, opt)
 	default:
 		return config.ProjectDiff{}, fmt.Errorf("%w: format %q: want csv or yaml", api.ErrInvalid, format)
 	}
 	if err != nil {
 		return config.ProjectDiff{}, newProjectError(err)
 	}
-	s.applyMu.Lock()
-	defer s.applyMu.Unlock()
-	cur := s.Project()
-	if err := checkRows(cur, rows, s.Config.DataDir, s.Log); err != nil {
-		return config.ProjectDiff{}, newProjectError(err)
+	added := 0
+	for _, r := range rows {
+		if _, ok := existing[r.Path]; !ok {
+			added++
+		}
 	}
-	if format == "csv" {
-		byPath := map[string]config.TagConfig{}
-		for _, t := range cur.Tags {
-			byPath[t.Path] = t
-		}
-		for i := range rows {
-			if t, ok := byPath[rows[i].Path]; ok {
-				rows[i].Deadband, rows[i].History, rows[i].UnitID = t.Deadband, t.History, t.UnitID
-			}
-		}
+	if n := len(cur.Tags) + added; n > config.MaxTagsPerProject {
+		return config.ProjectDiff{}, newProjectError(fmt.Errorf("the project would have %d tags, over the limit of %d (docs/limits.md)",
+			n, config.MaxTagsPerProject))
 	}
 	curDoc, err := s.projectDoc()
 	if err != nil {
@@ -417,38 +418,6 @@ func (s *System) ImportTags(ctx context.Context, g auth.Grant, format string, do
 		return config.ProjectDiff{}, err
 	}
 	return s.applyProject(ctx, g, merged, "tags.import")
-}
-
-// checkRows checks imported tags against the project's devices: a device
-// the project lacks, an address its driver refuses. Each problem names the
-// row's line.
-func checkRows(p *config.Project, rows []config.TagConfig, dataDir string, log *slog.Logger) error {
-	devs, _ := BuildDevices(p, dataDir, log) // the running project's devices built before
-	known := map[string]bool{}
-	for _, d := range p.Devices {
-		known[d.Name] = true
-	}
-	var errs []error
-	for _, tc := range rows {
-		at := fmt.Sprintf("line %d: tag %q", tc.Line, tc.Path)
-		drv, ok := devs[tc.Device]
-		if !known[tc.Device] || !ok {
-			names := make([]string, 0, len(p.Devices))
-			for _, d := range p.Devices {
-				names = append(names, d.Name)
-			}
-			errs = append(errs, fmt.Errorf("%s: unknown device %q (the project has: %s)", at, tc.Device, strings.Join(names, ", ")))
-			continue
-		}
-		pt, err := config.TagPoint(tc)
-		if err != nil {
-			continue // reported by the parser
-		}
-		if err := drv.CheckPoint(pt); err != nil {
-			errs = append(errs, fmt.Errorf("%s: device %q: %w", at, tc.Device, err))
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // ExportTags returns the running project's tags as a CSV or YAML tag file

@@ -369,11 +369,28 @@ func TestServices_HistFromEngineChanges(t *testing.T) {
 	g := scriptGrant()
 	s.Data.Start(context.Background())
 	t0 := time.Now().UTC().Add(-time.Minute).Truncate(time.Millisecond)
-	for i, v := range []float64{1, 2, 2.2, 3} {
-		s.Data.History.Offer("Line1/T", value.VQT{Value: v, Quality: value.Good, Time: t0.Add(time.Duration(i) * time.Second)})
-		s.Data.History.Offer("Line2/X", value.VQT{Value: v, Quality: value.Good, Time: t0.Add(time.Duration(i) * time.Second)})
+	// The samples the engine's history feed hands the store: each tag's
+	// recording policy (tagengine.HistoryPolicy) decides.
+	tags, err := s.Project().EngineTags()
+	if err != nil {
+		t.Fatal(err)
 	}
-	s.Data.History.Offer("Line1/Pump/Speed", value.VQT{Value: 9.0, Quality: value.Good, Time: t0}) // history not enabled
+	last := map[string]value.VQT{}
+	offer := func(path string, v value.VQT) {
+		for _, tg := range tags {
+			if tg.Path == path && tg.History != nil {
+				if prev, ok := last[path]; !ok || tg.History.Passes(prev, v) {
+					last[path] = v
+					s.Data.History.Offer(path, v)
+				}
+			}
+		}
+	}
+	for i, v := range []float64{1, 2, 2.2, 3} {
+		offer("Line1/T", value.VQT{Value: v, Quality: value.Good, Time: t0.Add(time.Duration(i) * time.Second)})
+		offer("Line2/X", value.VQT{Value: v, Quality: value.Good, Time: t0.Add(time.Duration(i) * time.Second)})
+	}
+	offer("Line1/Pump/Speed", value.VQT{Value: 9.0, Quality: value.Good, Time: t0}) // history not enabled
 	if err := s.Data.History.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -14,10 +14,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
+	"qubiq.dev/edge/internal/suggest"
 	"qubiq.dev/edge/value"
 )
 
@@ -161,18 +164,104 @@ func Drivers() []string {
 	return out
 }
 
-// DecodeStrict decodes raw into v and fails on keys v does not have, naming
-// the key (STYLE.md §2: unknown fields are an error).
-func DecodeStrict(raw json.RawMessage, v any) error {
+// DecodeStrict decodes raw into v and fails on keys v does not have (STYLE.md
+// §2: unknown fields are an error). The error is a *KeyError naming the key
+// in words, with the valid keys and a suggestion (hints maps a key people
+// write by habit, such as "host", to what to write instead), or the value
+// of the wrong kind and what the key takes.
+func DecodeStrict(raw json.RawMessage, v any, hints ...map[string]string) error {
 	if len(raw) == 0 {
 		return nil
 	}
 	dec := json.NewDecoder(bytesReader(raw))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
+	err := dec.Decode(v)
+	if err == nil {
+		return nil
 	}
-	return nil
+	var h map[string]string
+	if len(hints) > 0 {
+		h = hints[0]
+	}
+	if key, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		key = strings.Trim(key, `"`)
+		valid := jsonKeys(reflect.TypeOf(v))
+		msg := fmt.Sprintf("unknown key %q (valid keys: %s)", key, strings.Join(valid, ", "))
+		if s := suggest.Key(key, valid, h); s != "" {
+			msg += "; " + s
+		}
+		return &KeyError{Key: key, Msg: msg}
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return &KeyError{Key: te.Field, Msg: fmt.Sprintf("key %q: want %s, got %s", te.Field, jsonKind(te.Type), jsonValue(te.Value))}
+	}
+	return err
+}
+
+// KeyError is a refused key of a driver's config: Key is its name (a
+// dotted path for nested keys, "breaker.timeouts"), Msg says what is wrong
+// in words. config.DeviceConfig.LineOf maps it to the key's line.
+type KeyError struct {
+	Key string
+	Msg string
+}
+
+func (e *KeyError) Error() string { return e.Msg }
+
+func jsonKeys(t reflect.Type) []string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() != reflect.Struct {
+		return nil
+	}
+	var out []string
+	for i := 0; i < t.NumField(); i++ {
+		if n := strings.Split(t.Field(i).Tag.Get("json"), ",")[0]; n != "" && n != "-" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func jsonKind(t reflect.Type) string {
+	if t == reflect.TypeFor[Duration]() {
+		return "a duration such as 1s or 500ms"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "text"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8,
+		reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	}
+	return "a mapping"
+}
+
+func jsonValue(v string) string {
+	switch v {
+	case "string":
+		return "text"
+	case "number":
+		return "a number"
+	case "bool":
+		return "true or false"
+	case "array":
+		return "a list"
+	case "object":
+		return "a mapping"
+	}
+	if strings.HasPrefix(v, "number ") {
+		return "the number " + strings.TrimPrefix(v, "number ")
+	}
+	return v
 }
 
 // QualityError is an error that carries the quality the caller reports, with
@@ -285,7 +374,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	}
 	var f float64
 	if err := json.Unmarshal(b, &f); err != nil {
-		return fmt.Errorf("bad duration %s", b)
+		return fmt.Errorf("bad duration %s (want text such as \"1s\" or \"500ms\", or a number of seconds)", b)
 	}
 	*d = Duration(f * float64(time.Second))
 	return nil
@@ -326,4 +415,11 @@ type Restorer interface {
 // generator). The engine marks such tags read-only.
 type WriteChecker interface {
 	Writable(p Point) bool
+}
+
+// AddressChecker is implemented by drivers that can check an address
+// without its type (a tag file whose type column is wrong still gets its
+// address checked in the same pass). The error names the address text.
+type AddressChecker interface {
+	CheckAddress(address string) error
 }

@@ -28,7 +28,11 @@ import (
 )
 
 // LastValueSink persists the last VQT of tags so that a restart can serve
-// them as Uncertain_LastUsableValue (DESIGN.md, Quality).
+// them as Uncertain_LastUsableValue (DESIGN.md, Quality). A value it
+// cannot store must not stop the others: it stores them and returns an
+// error with a FailedPaths() []string method naming the ones it did not
+// (the engine does not retry those); any other error means nothing was
+// stored, and the engine retries at the next flush.
 type LastValueSink interface {
 	SaveLastValues(vals map[string]value.VQT) error
 }
@@ -106,6 +110,7 @@ type WriteResult struct {
 type Change struct {
 	Path string
 	value.VQT
+	record bool // passes the tag's history policy (SubscribeHistory)
 }
 
 type tagState struct {
@@ -118,6 +123,7 @@ type tagState struct {
 	// the device has not answered yet: bad reads keep it
 	// Uncertain_LastUsableValue (DESIGN.md, Quality).
 	seeded bool
+	hist   histState // the history policy's memory (history.go)
 }
 
 type group struct {
@@ -147,6 +153,9 @@ type Engine struct {
 	// driver still pushes into this engine is not published.
 	retired atomic.Bool
 
+	now         func() time.Time // the gateway's clock (tests set it)
+	histSkipped atomic.Uint64
+
 	polled    int          // groups with a scan loop; set by Start
 	progress  atomic.Int64 // unix nanos of the last completed scan
 	scans     atomic.Uint64
@@ -162,6 +171,7 @@ type subRegistry struct {
 	sync.Mutex
 	next int
 	m    map[int]*subscriber
+	hist map[int]*subscriber // SubscribeHistory
 }
 
 type subscriber struct {
@@ -185,8 +195,8 @@ func New(cfg Config, devices map[string]device.Driver, tags []Tag) (*Engine, err
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	e := &Engine{cfg: cfg, log: cfg.Logger, devices: devices, tags: map[string]*tagState{}}
-	e.subs = &subRegistry{m: map[int]*subscriber{}}
+	e := &Engine{cfg: cfg, log: cfg.Logger, devices: devices, tags: map[string]*tagState{}, now: time.Now}
+	e.subs = &subRegistry{m: map[int]*subscriber{}, hist: map[int]*subscriber{}}
 	var errs []error
 	groups := map[string]*group{}
 	for _, t := range tags {
@@ -414,7 +424,7 @@ func (e *Engine) update(st *tagState, v value.VQT) (Change, bool) {
 	}
 	st.cur = v
 	st.dirty = true
-	return Change{Path: st.tag.Path, VQT: v}, true
+	return Change{Path: st.tag.Path, VQT: v, record: e.recordable(st, v)}, true
 }
 
 // nonFinite turns a Good or Uncertain reading v whose (scaled) value holds
@@ -446,9 +456,20 @@ func nonFinite(v value.VQT, raw value.Value, pass bool) value.VQT {
 		Time: v.Time, StatusCode: v.StatusCode, ServerTime: v.ServerTime}
 }
 
+// publish hands changes to the subscribers, and those that pass their
+// tag's history policy to the history subscribers.
 func (e *Engine) publish(changes []Change) {
 	if e.retired.Load() {
 		return
+	}
+	var hist []Change
+	for _, c := range changes {
+		if c.record {
+			hist = append(hist, c)
+		}
+	}
+	if len(hist) > 0 {
+		e.publishHistory(hist)
 	}
 	e.subs.Lock()
 	defer e.subs.Unlock()
@@ -495,6 +516,7 @@ func (e *Engine) flushLoop(ctx context.Context) {
 			if err := e.flush(); err != nil {
 				e.log.Error("persist last values failed", slog.Any("err", err))
 			}
+			e.forceHistory()
 			if e.polled == 0 {
 				// Only pushed values: this loop's own progress is the proof.
 				e.progress.Store(time.Now().UnixNano())
@@ -520,11 +542,15 @@ func (e *Engine) flush() error {
 		return nil
 	}
 	if err := e.cfg.LastValues.SaveLastValues(vals); err != nil {
-		e.mu.Lock()
-		for p := range vals {
-			e.tags[p].dirty = true
-		}
-		e.mu.Unlock()
+		var partial interface{ FailedPaths() []string }
+		if !errors.As(err, &partial) {
+			// Nothing was stored: try again at the next flush.
+			e.mu.Lock()
+			for p := range vals {
+				e.tags[p].dirty = true
+			}
+			e.mu.Unlock()
+		} // else the others were stored, and the failed ones cannot be: no retry loop
 		return fmt.Errorf("save last values: %w", err)
 	}
 	return nil

@@ -23,6 +23,8 @@ type Tag struct {
 	Description string
 	Deadband    Deadband
 	Scale       Scale
+	// History is the tag's history recording policy; nil: not recorded.
+	History *HistoryPolicy
 	// PassNonFinite keeps NaN and ±Inf readings as Uncertain values (tag
 	// option non_finite: pass) and lets them be written. Without it a
 	// non-finite reading is Bad_OutOfRange with the last known value, and a

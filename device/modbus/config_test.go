@@ -1,6 +1,7 @@
 package modbus
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -91,8 +92,20 @@ func TestParseConfig_SerialKeys(t *testing.T) {
 func TestParseConfig_UnknownKey(t *testing.T) {
 	for _, raw := range []string{`{"url": "tcp://a:502", "unitid": 1}`, `{"breaker": {"timeout": 3}}`} {
 		_, err := ParseConfig([]byte(raw))
-		if err == nil || !strings.Contains(err.Error(), "unknown field") {
-			t.Errorf("ParseConfig(%s) = %v, want an unknown field error", raw, err)
+		if err == nil || !strings.Contains(err.Error(), "unknown key") {
+			t.Errorf("ParseConfig(%s) = %v, want an unknown key error", raw, err)
+		}
+	}
+	// A wrong key suggests the right one; host and port say to use url.
+	for raw, want := range map[string]string{
+		`{"url": "tcp://a:502", "unitid": 1}`: `did you mean "unit_id"?`,
+		`{"host": "10.0.0.5", "port": 502}`:   "use url: tcp://HOST:PORT",
+		`{"max_gap": "wide"}`:                 `key "max_gap": want a whole number, got text`,
+	} {
+		_, err := ParseConfig([]byte(raw))
+		var ke *device.KeyError
+		if err == nil || !strings.Contains(err.Error(), want) || !errors.As(err, &ke) {
+			t.Errorf("ParseConfig(%s) = %v, want a *device.KeyError containing %q", raw, err, want)
 		}
 	}
 	if _, err := New(device.Config{Name: "plc1", Raw: []byte(`{"bogus": 1}`)}); err == nil || !strings.Contains(err.Error(), `"bogus"`) {

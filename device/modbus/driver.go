@@ -21,10 +21,11 @@ func init() { device.Register("modbus", New) }
 
 // Interface guards.
 var (
-	_ device.Driver       = (*Driver)(nil)
-	_ device.Stater       = (*Driver)(nil)
-	_ device.Planner      = (*Driver)(nil)
-	_ device.WriteChecker = (*Driver)(nil)
+	_ device.Driver         = (*Driver)(nil)
+	_ device.Stater         = (*Driver)(nil)
+	_ device.Planner        = (*Driver)(nil)
+	_ device.WriteChecker   = (*Driver)(nil)
+	_ device.AddressChecker = (*Driver)(nil)
 )
 
 // Driver is a Modbus TCP device (see the package doc). Build it with New;
@@ -95,6 +96,13 @@ func (d *Driver) Validate() error {
 // device's unit id as everywhere); the error names the address text.
 func (d *Driver) CheckPoint(p device.Point) error {
 	_, err := d.spec(p)
+	return err
+}
+
+// CheckAddress parses an address alone, without its type
+// (device.AddressChecker); the error names the address text.
+func (d *Driver) CheckAddress(address string) error {
+	_, err := ParseAddress(address)
 	return err
 }
 

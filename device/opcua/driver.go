@@ -27,6 +27,7 @@ var (
 	_ device.Subscriber         = (*Driver)(nil)
 	_ device.IntervalSubscriber = (*Driver)(nil)
 	_ device.Browser            = (*Driver)(nil)
+	_ device.AddressChecker     = (*Driver)(nil)
 )
 
 // States reported by Driver.State, beyond device.Stater's "connected",
@@ -159,6 +160,13 @@ func (d *Driver) CheckPoint(p device.Point) error {
 		d.mu.Unlock()
 	}
 	return nil
+}
+
+// CheckAddress parses an address alone, without its type
+// (device.AddressChecker); the error names the address text.
+func (d *Driver) CheckAddress(address string) error {
+	_, err := d.parse(device.Point{Address: address})
+	return err
 }
 
 // convertChecked converts the addresses of every checked tag with sess's

@@ -37,10 +37,11 @@ func init() { device.Register("sim", New) }
 
 // Interface guards.
 var (
-	_ device.Driver       = (*Driver)(nil)
-	_ device.Restorer     = (*Driver)(nil)
-	_ device.WriteChecker = (*Driver)(nil)
-	_ device.Stater       = (*Driver)(nil)
+	_ device.Driver         = (*Driver)(nil)
+	_ device.Restorer       = (*Driver)(nil)
+	_ device.WriteChecker   = (*Driver)(nil)
+	_ device.Stater         = (*Driver)(nil)
+	_ device.AddressChecker = (*Driver)(nil)
 )
 
 // Config is the simulator's device config: it has no keys, and any key is an
@@ -82,6 +83,15 @@ func (d *Driver) Validate() error { return nil }
 func (d *Driver) CheckPoint(p device.Point) error {
 	_, err := parsePoint(p)
 	return err
+}
+
+// CheckAddress parses an address alone, without its type
+// (device.AddressChecker); the error names the address text.
+func (d *Driver) CheckAddress(address string) error {
+	if _, err := parseAddress(address); err != nil {
+		return fmt.Errorf("sim address %q: %w", address, err)
+	}
+	return nil
 }
 
 // Open does nothing: the simulator is always there.
