@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 
 	"gopkg.in/yaml.v3"
 
@@ -191,6 +192,10 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, w where) {
 			d.addf(n, "%s: want %s, got %s", w.name(), want(v.Type()), got(n))
 			return
 		}
+		if v.Kind() == reflect.String && n.Tag != "!!binary" {
+			v.SetString(n.Value) // what yaml.v3 does for every other scalar, without a decoder per value
+			return
+		}
 		if err := n.Decode(v.Addr().Interface()); err != nil {
 			d.addf(n, "%s: want %s, got %s", w.name(), want(v.Type()), got(n))
 		}
@@ -334,8 +339,12 @@ func got(n *yaml.Node) string {
 	return "something else"
 }
 
-// yamlFields maps the yaml keys of t's fields to their indexes.
+// yamlFields maps the yaml keys of t's fields to their indexes (computed
+// once per type: a project decodes one struct per tag).
 func yamlFields(t reflect.Type) map[string]int {
+	if m, ok := fieldCache.Load(t); ok {
+		return m.(map[string]int)
+	}
 	out := map[string]int{}
 	for i := 0; i < t.NumField(); i++ {
 		tag := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]
@@ -343,8 +352,11 @@ func yamlFields(t reflect.Type) map[string]int {
 			out[tag] = i
 		}
 	}
+	fieldCache.Store(t, out)
 	return out
 }
+
+var fieldCache sync.Map // reflect.Type → map[string]int
 
 // fieldNames lists the yaml keys of t, in field order.
 func fieldNames(t reflect.Type) []string {

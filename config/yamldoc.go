@@ -251,7 +251,7 @@ func decodeDoc(b []byte, v any, what string, maxItems int) error {
 					d.errs = append(d.errs, fmt.Errorf("line %d: %s: %d entries, over the limit of %d (docs/limits.md)", sec.line, sec.key, len(items), maxItems))
 					continue
 				}
-				if err := decodeItems(b, items, fv, d); err != nil {
+				if err := decodeItems(b, items, fv, d, where{section: what}.child(sec.key)); err != nil {
 					return err
 				}
 				continue
@@ -281,7 +281,7 @@ func decodeList(b []byte, fv reflect.Value, maxItems int) error {
 		if maxItems > 0 && len(items) > maxItems {
 			return fmt.Errorf("line 1: %d entries, over the limit of %d (docs/limits.md)", len(items), maxItems)
 		}
-		if err := decodeItems(b, items, fv, d); err != nil {
+		if err := decodeItems(b, items, fv, d, where{}); err != nil {
 			return err
 		}
 		return d.err()
@@ -299,19 +299,33 @@ func decodeList(b []byte, fv reflect.Value, maxItems int) error {
 	return d.err()
 }
 
-// decodeItems decodes the entries of a block sequence one at a time into
-// the slice fv.
-func decodeItems(b []byte, items []item, fv reflect.Value, d *decoder) error {
+// itemChunk is how many sequence entries decodeItems parses at once: the
+// node tree of one chunk is the most a parse holds (some 4 MB), and the
+// parser's start-up cost is shared by the chunk.
+const itemChunk = 1000
+
+// decodeItems decodes the entries of a block sequence into the slice fv,
+// itemChunk entries at a time (their text is contiguous in b, comments
+// between them included, so the chunk parses as the same sequence); w names
+// the sequence for messages.
+func decodeItems(b []byte, items []item, fv reflect.Value, d *decoder, w where) error {
 	s := reflect.MakeSlice(fv.Type(), len(items), len(items))
-	for i, it := range items {
-		n, err := parseFragment(b[it.start:it.end], it.line)
+	for lo := 0; lo < len(items); lo += itemChunk {
+		hi := min(lo+itemChunk, len(items))
+		end := items[hi-1].end
+		if end < len(b) && b[end] == '\n' {
+			end++ // the entry's last line break belongs to it (a block scalar keeps it)
+		}
+		n, err := parseFragment(b[items[lo].start:end], items[lo].line)
 		if err != nil {
 			return err
 		}
-		if n == nil || n.Kind != yaml.SequenceNode || len(n.Content) != 1 {
-			return &SyntaxError{Msg: fmt.Sprintf("line %d: not valid YAML: an entry that is not one list item", it.line)}
+		if n == nil || n.Kind != yaml.SequenceNode || len(n.Content) != hi-lo {
+			return &SyntaxError{Msg: fmt.Sprintf("line %d: not valid YAML: entries that do not parse as %d list items", items[lo].line, hi-lo)}
 		}
-		d.decode(n.Content[0], s.Index(i), where{})
+		for i, e := range n.Content {
+			d.decode(e, s.Index(lo+i), w)
+		}
 	}
 	fv.Set(s)
 	return nil
