@@ -445,27 +445,32 @@ func (d *Driver) readOnce(ctx context.Context, sess *session, points []device.Po
 }
 
 // vqtOf maps one DataValue to a VQT for a tag of type t.
-func vqtOf(dv *ua.DataValue, t value.Type) value.VQT {
+func vqtOf(dv *ua.DataValue, t value.Type) (out value.VQT) {
 	now := time.Now().UTC()
 	if dv == nil {
 		return value.Bad(value.BadCommunicationError, "no data value", now)
 	}
+	// Timestamps decoded from their raw ticks (datetime.go): no date is
+	// absent, a date the data path cannot store is replaced by the
+	// arrival time, a future one kept as sent; each with a note.
+	src, srcNote := stamp(dv.SourceTimestamp, now, "source")
+	srv, srvNote := stamp(dv.ServerTimestamp, now, "server")
 	ts := now
 	switch {
-	case !dv.SourceTimestamp.IsZero():
-		ts = dv.SourceTimestamp.UTC()
-	case !dv.ServerTimestamp.IsZero():
-		ts = dv.ServerTimestamp.UTC()
+	case !src.IsZero():
+		ts = src
+	case !srv.IsZero() && srcNote == "":
+		ts = srv
 	}
 	code := dv.Status
 	q := StatusQuality(uint32(code))
-	out := value.VQT{Quality: q, Time: ts, StatusCode: uint32(code)}
-	if !dv.ServerTimestamp.IsZero() {
-		out.ServerTime = dv.ServerTimestamp.UTC()
-	}
-	if q != value.Good {
+	out = value.VQT{Quality: q, Time: ts, StatusCode: uint32(code), ServerTime: srv}
+	if q != value.Good || code != 0 {
+		// A Good subcode (GoodClamped 0x00300000) has quality Good and says
+		// what it is here, beside the raw code.
 		out.Reason = statusReason(code)
 	}
+	defer func() { out.Reason = joinNotes(out.Reason, srcNote, srvNote) }()
 	if code == ua.StatusBadDataTypeIDUnknown && dv.Value != nil {
 		if eo, ok := dv.Value.Value().(*ua.ExtensionObject); ok {
 			out.Reason = fmt.Sprintf("extension object of type %s is not decodable (%s)", typeIDText(eo.TypeID), statusReason(code))
@@ -475,7 +480,8 @@ func vqtOf(dv *ua.DataValue, t value.Type) value.VQT {
 	if q.IsBad() {
 		return out
 	}
-	v, err := fromVariant(dv.Value)
+	var note string
+	v, err := fromVariantNote(dv.Value, &note)
 	if err == nil {
 		v, err = coerceToTag(t, v)
 	}
@@ -485,6 +491,27 @@ func vqtOf(dv *ua.DataValue, t value.Type) value.VQT {
 		return out
 	}
 	out.Value = v
+	if note != "" {
+		// A value at the limit of what OPC UA encodes is not a Good
+		// reading (Part 6 §5.2.2.5: "should be treated as invalid").
+		out.Quality = value.Uncertain
+		out.Reason = joinNotes(out.Reason, note)
+	}
+	return out
+}
+
+// joinNotes joins the non-empty parts of a reason with "; ".
+func joinNotes(parts ...string) string {
+	out := ""
+	for _, p := range parts {
+		switch {
+		case p == "":
+		case out == "":
+			out = p
+		default:
+			out += "; " + p
+		}
+	}
 	return out
 }
 
