@@ -56,7 +56,9 @@ func rawDataValue(t *testing.T, val []int64, array bool, src, srv int64) *ua.Dat
 // (outside 1677–2262) are exact, 0 ticks and the minimum are "no date",
 // the maximum is clamped and Uncertain; never a wrapped date with Good.
 func TestDateTime_ValuesFromRawTicks(t *testing.T) {
-	d := func(y int, mo time.Month, day, h, mi, s, ns int) int64 { return ticks(time.Date(y, mo, day, h, mi, s, ns, time.UTC)) }
+	d := func(y int, mo time.Month, day, h, mi, s, ns int) int64 {
+		return ticks(time.Date(y, mo, day, h, mi, s, ns, time.UTC))
+	}
 	tests := []struct {
 		name  string
 		ticks int64
