@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 
@@ -252,7 +253,17 @@ func appendScalar(b []byte, s string) []byte {
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(strings.ToValidUTF8(s, "\uFFFD")) // a string always encodes
-	return append(b, bytes.TrimRight(buf.Bytes(), "\n")...)
+	q := bytes.TrimRight(buf.Bytes(), "\n")
+	for _, r := range string(q) {
+		// JSON leaves these as they are; a YAML stream may not hold them
+		// (YAML 1.2 §5.1, c-printable): escape them.
+		if r == 0x7F || (r >= 0x80 && r <= 0x9F) || r == 0xFEFF || r == 0xFFFE || r == 0xFFFF {
+			b = fmt.Appendf(b, "\\u%04X", r)
+			continue
+		}
+		b = utf8.AppendRune(b, r)
+	}
+	return b
 }
 
 // appendFloat appends f as a YAML float (or integer) that reads back as f.

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -34,7 +35,7 @@ var topKeyRe = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*)[ \t]*:(?:[ \t]|$)`)
 // splitTop returns the top-level sections of b, or ok false when b is not
 // a plain block-style mapping that can be split by lines.
 func splitTop(b []byte) (secs []section, ok bool) {
-	if bytes.ContainsAny(b, "\t\r") || bytes.Contains(b, []byte("&")) || bytes.Contains(b, []byte("*")) || bytes.Contains(b, []byte("<<")) {
+	if !plainText(b) || bytes.Contains(b, []byte("&")) || bytes.Contains(b, []byte("*")) || bytes.Contains(b, []byte("<<")) {
 		// Tabs, anchors, aliases and merge keys: leave them to yaml.v3.
 		// ('&' and '*' inside strings make us fall back too; that is
 		// only slower.)
@@ -247,6 +248,9 @@ func decodeDoc(b []byte, v any, what string, maxItems int) error {
 		fv := rv.Field(idx)
 		if fv.Kind() == reflect.Slice && fv.Type().Elem().Kind() == reflect.Struct {
 			if items, _, ok := splitItems(b, sec); ok {
+				if len(items) == 0 {
+					continue // "tags:" alone is null, as in the whole-document parse
+				}
 				if maxItems > 0 && len(items) > maxItems {
 					d.errs = append(d.errs, fmt.Errorf("line %d: %s: %d entries, over the limit of %d (docs/limits.md)", sec.line, sec.key, len(items), maxItems))
 					continue
@@ -277,7 +281,7 @@ func decodeDoc(b []byte, v any, what string, maxItems int) error {
 // slice fv, one entry at a time when b is a plain block sequence.
 func decodeList(b []byte, fv reflect.Value, maxItems int) error {
 	d := &decoder{}
-	if items, _, ok := seqItems(b, 0, len(b), 1); ok && !bytes.ContainsAny(b, "\t\r&*") && !bytes.HasPrefix(b, []byte("---")) {
+	if items, _, ok := seqItems(b, 0, len(b), 1); ok && plainText(b) && !bytes.ContainsAny(b, "&*") && !bytes.HasPrefix(b, []byte("---")) {
 		if maxItems > 0 && len(items) > maxItems {
 			return fmt.Errorf("line 1: %d entries, over the limit of %d (docs/limits.md)", len(items), maxItems)
 		}
@@ -329,4 +333,27 @@ func decodeItems(b []byte, items []item, fv reflect.Value, d *decoder, w where) 
 	}
 	fv.Set(s)
 	return nil
+}
+
+// plainText reports whether b is UTF-8 made of printable characters and
+// line feeds only (no tab, no CR, no control character, no byte order
+// mark): a document that is not is parsed whole, so that yaml.v3 reports
+// what it refuses, comments included.
+func plainText(b []byte) bool {
+	for i := 0; i < len(b); {
+		c := b[i]
+		if c < utf8.RuneSelf {
+			if (c < 0x20 && c != '\n') || c == 0x7F {
+				return false
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError || (r >= 0x80 && r <= 0x9F) || r == 0xFEFF || r == 0xFFFE || r == 0xFFFF {
+			return false
+		}
+		i += n
+	}
+	return true
 }

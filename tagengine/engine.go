@@ -401,6 +401,12 @@ func (e *Engine) update(st *tagState, v value.VQT) (Change, bool) {
 		v.Value = st.tag.Scale.ToEng(v.Value)
 		v = nonFinite(v, raw, st.tag.PassNonFinite)
 	}
+	if v.Quality.IsGood() && v.Value == nil {
+		// A Good reading with no value (an OPC UA Null variant) would read
+		// as "no value" with Good: the contract keeps null for qualities
+		// other than Good.
+		v.Quality, v.Reason = value.Uncertain, joinReason(v.Reason, "the device sent no value (null)")
+	}
 	old := st.cur
 	if st.seeded {
 		if v.Quality.IsBad() {
@@ -425,6 +431,13 @@ func (e *Engine) update(st *tagState, v value.VQT) (Change, bool) {
 	st.cur = v
 	st.dirty = true
 	return Change{Path: st.tag.Path, VQT: v, record: e.recordable(st, v)}, true
+}
+
+func joinReason(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
 }
 
 // nonFinite turns a Good or Uncertain reading v whose (scaled) value holds

@@ -175,3 +175,13 @@ func TestEngine_Write_DriverGetsTheCoercedValue(t *testing.T) {
 		}
 	}
 }
+
+// A Good reading with no value is not Good: null is kept for qualities
+// other than Good.
+func TestEngine_Update_GoodWithoutValueIsUncertain(t *testing.T) {
+	e, _ := engineOf(t, Tag{Path: "A", Point: device.Point{Address: "a", Type: value.Auto}})
+	c, ok := feed(e, "A", value.VQT{Quality: value.Good, Time: time.Now()})
+	if !ok || c.Quality != value.Uncertain || c.Reason != "the device sent no value (null)" {
+		t.Fatalf("%+v", c.VQT)
+	}
+}
