@@ -17,13 +17,13 @@ import (
 // wrapped date. Seeds: testdata/fuzz/FuzzDecodeDataValue.
 func FuzzDecodeDataValue(f *testing.F) {
 	le64 := func(b []byte, v int64) []byte { return binary.LittleEndian.AppendUint64(b, uint64(v)) }
-	f.Add(append([]byte{0x01, 11}, le64(nil, int64(math.Float64bits(2.5)))...))             // Double
-	f.Add(append([]byte{0x01, 11}, le64(nil, int64(math.Float64bits(math.NaN())))...))      // NaN
-	f.Add(append([]byte{0x01, 13}, le64(nil, math.MaxInt64)...))                             // DateTime max
-	f.Add(append(append([]byte{0x05, 13}, le64(nil, 0)...), le64(nil, math.MinInt64)...))   // no date, min source
-	f.Add([]byte{0x03, 12, 2, 0, 0, 0, 'h', 'i', 0x00, 0x00, 0x30, 0x00})                   // String, GoodClamped
-	f.Add([]byte{0x01, 6 | 0x80, 2, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0})                       // Int32 array
-	f.Add([]byte{0x01, 25})                               // DiagnosticInfo
+	f.Add(append([]byte{0x01, 11}, le64(nil, int64(math.Float64bits(2.5)))...))           // Double
+	f.Add(append([]byte{0x01, 11}, le64(nil, int64(math.Float64bits(math.NaN())))...))    // NaN
+	f.Add(append([]byte{0x01, 13}, le64(nil, math.MaxInt64)...))                          // DateTime max
+	f.Add(append(append([]byte{0x05, 13}, le64(nil, 0)...), le64(nil, math.MinInt64)...)) // no date, min source
+	f.Add([]byte{0x03, 12, 2, 0, 0, 0, 'h', 'i', 0x00, 0x00, 0x30, 0x00})                 // String, GoodClamped
+	f.Add([]byte{0x01, 6 | 0x80, 2, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0})                     // Int32 array
+	f.Add([]byte{0x01, 25})                                                               // DiagnosticInfo
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if upstreamUnbounded(b) {
 			return
