@@ -321,3 +321,32 @@ func TestDeviceConfig_LineOfKey(t *testing.T) {
 		t.Errorf("LineOf(other) = %d, want the device's line 2", got)
 	}
 }
+
+func TestEngineTags_TextLimits(t *testing.T) {
+	long := strings.Repeat("x", MaxTagText+1)
+	p, err := ParseProject([]byte("tags:\n  - {path: A, device: d, address: " + long + ", description: " + strings.Repeat("y", MaxTagDescription+1) + "}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.EngineTags()
+	for _, want := range []string{"address of 257 bytes is over the limit of 256", "description of 4097 bytes is over the limit of 4096"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("err %v, want %q", err, want)
+		}
+	}
+	if _, err := ParseProject([]byte("devices: [{name: " + strings.Repeat("d", 65) + ", driver: sim}]\n")); err == nil || !strings.Contains(err.Error(), "over the limit of 64") {
+		t.Errorf("device name: %v", err)
+	}
+	// A 40 KB tag path is refused at the door, naming the limit.
+	p, err = ParseProject([]byte("tags:\n  - {path: " + strings.Repeat("abcdefgh/", 5000) + "x, device: d, address: HR1}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.EngineTags(); err == nil || !strings.Contains(err.Error(), "over the limit of 1024") {
+		t.Errorf("40 KB path: %v", err)
+	}
+	if _, err := ParseTagsCSV([]byte("path,device,address\n" + strings.Repeat("abcdefgh/", 5000) + "x,d,HR1\n")); err == nil ||
+		!strings.Contains(err.Error(), "over the limit of 1024") || len(err.Error()) > 1000 {
+		t.Errorf("40 KB path in CSV: %.300v", err)
+	}
+}

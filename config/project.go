@@ -8,8 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 
@@ -69,6 +71,9 @@ func (d *DeviceConfig) UnmarshalYAML(n *yaml.Node) error {
 	drv, _ := m["driver"].(string)
 	if name == "" {
 		return fmt.Errorf("line %d: device without a name", n.Line)
+	}
+	if len(name) > MaxDeviceName {
+		return fmt.Errorf("line %d: device name of %d bytes is over the limit of %d (docs/limits.md)", n.Line, len(name), MaxDeviceName)
 	}
 	if drv == "" {
 		return fmt.Errorf("line %d: device %q without a driver", n.Line, name)
@@ -184,6 +189,14 @@ const (
 	// MaxTagsPerImport is the most rows one tag CSV or YAML import takes:
 	// 100,000 (a project's worth; the REST route's 16 MiB body holds them).
 	MaxTagsPerImport = 100000
+	// MaxTagText is the longest text of a tag key other than the path and
+	// the description (address, type, units, scan, ...): 256 bytes.
+	MaxTagText = 256
+	// MaxTagDescription is the longest tag description: 4,096 bytes.
+	MaxTagDescription = 4096
+	// MaxDeviceName is the longest device name: 64 bytes (it is part of
+	// REST paths, /api/v1/devices/{name}).
+	MaxDeviceName = 64
 )
 
 // ScriptConfig names a script module, the file holding its code (relative to
@@ -250,7 +263,7 @@ func (p *Project) EngineTags() ([]tagengine.Tag, error) {
 	for _, tc := range p.Tags {
 		t, err := tc.engineTag()
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s:%d: tag %q: %w", p.File, tc.Line, tc.Path, err))
+			errs = append(errs, fmt.Errorf("%s:%d: tag %s: %w", p.File, tc.Line, quotePath(tc.Path), err))
 			continue
 		}
 		out = append(out, t)
@@ -273,6 +286,16 @@ func (tc TagConfig) engineTag() (tagengine.Tag, error) {
 	}
 	if tc.Device == "" {
 		errs = append(errs, errors.New("missing device"))
+	}
+	for _, f := range []struct{ key, v string }{{"device", tc.Device}, {"address", tc.Address}, {"type", tc.Type},
+		{"byte_order", tc.ByteOrder}, {"scan", tc.Scan}, {"units", tc.Units}, {"write_level", tc.WriteLevel},
+		{"non_finite", tc.NonFinite}, {"string_byte_order", tc.StringByteOrder}, {"encoding", tc.Encoding}} {
+		if len(f.v) > MaxTagText {
+			errs = append(errs, fmt.Errorf("%s of %d bytes is over the limit of %d (docs/limits.md)", f.key, len(f.v), MaxTagText))
+		}
+	}
+	if len(tc.Description) > MaxTagDescription {
+		errs = append(errs, fmt.Errorf("description of %d bytes is over the limit of %d (docs/limits.md)", len(tc.Description), MaxTagDescription))
 	}
 	pt, err := TagPoint(tc)
 	if err != nil {
@@ -488,4 +511,18 @@ func pathError(err error) error {
 		return fmt.Errorf("invalid path: %s (%s)", pe.Reason, tagpath.Rule)
 	}
 	return err
+}
+
+// quotePath quotes a tag path for a message, shortened when it is long (a
+// 40 KB path must not drown the message that refuses it).
+func quotePath(p string) string {
+	const max = 120
+	if len(p) <= max {
+		return strconv.Quote(p)
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(p[cut]) {
+		cut--
+	}
+	return strconv.Quote(p[:cut]) + fmt.Sprintf("… (%d bytes)", len(p))
 }

@@ -151,7 +151,7 @@ func ReadTagsCSV(r io.Reader, opt TagImport) ([]TagConfig, error) {
 		rowErrs = append(rowErrs, tc.check(seen)...)
 		rowErrs = append(rowErrs, opt.Devices.check(tc)...)
 		for _, e := range rowErrs {
-			errs = append(errs, fmt.Errorf("line %d: tag %q: %w", line, tc.Path, e))
+			errs = append(errs, fmt.Errorf("line %d: tag %s: %w", line, quotePath(tc.Path), e))
 		}
 		if len(errs) == 0 {
 			tags = append(tags, tc)

@@ -63,7 +63,7 @@ func ReadTagsYAML(b []byte, opt TagImport) ([]TagConfig, error) {
 		tc := &f.Tags[i]
 		tc.Path = tagpath.Normalize(tc.Path)
 		for _, e := range append(tc.check(seen), opt.Devices.check(*tc)...) {
-			errs = append(errs, fmt.Errorf("line %d: tag %q: %w", tc.Line, tc.Path, e))
+			errs = append(errs, fmt.Errorf("line %d: tag %s: %w", tc.Line, quotePath(tc.Path), e))
 		}
 	}
 	if len(errs) > 0 {
