@@ -166,3 +166,27 @@ func TestConfig_Validate_Errors(t *testing.T) {
 		t.Errorf("breaker off (timeouts 0): %v", err)
 	}
 }
+
+// Zero is not "unset": a key written as 0 keeps 0 (the defaults are for
+// absent keys only), and a timeout of 0, which no request can keep, is
+// refused by name.
+func TestParseConfig_ZeroIsNotUnset(t *testing.T) {
+	c, err := ParseConfig([]byte(`{"url": "tcp://10.0.0.5:502", "unit_id": 0, "max_gap": 0, "min_interval": "0s", "breaker": {"timeouts": 0}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.UnitID != 0 || c.MaxGap != 0 || c.MinInterval != 0 || c.Breaker.Timeouts != 0 {
+		t.Fatalf("zeros lost: %+v", c)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("zeros refused: %v", err)
+	}
+	d, _ := ParseConfig([]byte(`{"url": "tcp://10.0.0.5:502"}`))
+	if d.UnitID != 1 || d.MaxGap != 16 || d.Breaker.Timeouts != 3 {
+		t.Fatalf("absent keys: %+v, want the defaults", d)
+	}
+	z, _ := ParseConfig([]byte(`{"url": "tcp://10.0.0.5:502", "timeout": "0s"}`))
+	if err := z.Validate(); err == nil || !strings.Contains(err.Error(), "timeout") {
+		t.Fatalf("timeout 0: %v", err)
+	}
+}
