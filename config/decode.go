@@ -11,7 +11,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"qubiq.dev/edge/internal/suggest"
+	"qubiq.dev/edge/device"
 )
 
 // This file is the strict YAML decoder of every file config reads (the
@@ -241,7 +241,7 @@ func unknownKey(k *yaml.Node, section string, valid []string) error {
 	if len(valid) > 0 {
 		msg += " (valid keys: " + strings.Join(valid, ", ") + ")"
 	}
-	if s := suggest.Key(k.Value, valid, keyHints); s != "" {
+	if s := device.SuggestKey(k.Value, valid, keyHints); s != "" {
 		msg += "; " + s
 	}
 	return errors.New(msg)

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"qubiq.dev/edge/internal/suggest"
+	"qubiq.dev/edge/device"
 	"qubiq.dev/edge/tagpath"
 )
 
@@ -99,7 +99,7 @@ func ReadTagsCSV(r io.Reader, opt TagImport) ([]TagConfig, error) {
 		switch {
 		case !slices.Contains(TagColumns, h):
 			msg := fmt.Sprintf("line %d: unknown column %q (valid columns: %s)", hline, h, strings.Join(TagColumns, ", "))
-			if s := suggest.Key(h, TagColumns, keyHints); s != "" {
+			if s := device.SuggestKey(h, TagColumns, keyHints); s != "" {
 				msg += "; " + s
 			}
 			errs = append(errs, errors.New(msg))

@@ -20,7 +20,6 @@ import (
 	"sync"
 	"time"
 
-	"qubiq.dev/edge/internal/suggest"
 	"qubiq.dev/edge/value"
 )
 
@@ -187,7 +186,7 @@ func DecodeStrict(raw json.RawMessage, v any, hints ...map[string]string) error 
 		key = strings.Trim(key, `"`)
 		valid := jsonKeys(reflect.TypeOf(v))
 		msg := fmt.Sprintf("unknown key %q (valid keys: %s)", key, strings.Join(valid, ", "))
-		if s := suggest.Key(key, valid, h); s != "" {
+		if s := SuggestKey(key, valid, h); s != "" {
 			msg += "; " + s
 		}
 		return &KeyError{Key: key, Msg: msg}

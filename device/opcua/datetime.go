@@ -44,7 +44,9 @@ var inv25 = func() uint64 {
 var MaxDateTime = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
 
 // ticksOf recovers the raw DateTime ticks that gopcua v0.8.0 decoded into t
-// (see the file comment); ok is false for the zero time (0 ticks).
+// (see the file comment); ok is false for the zero time (0 ticks). t must
+// come from gopcua's decoder (or be a whole number of 100 ns ticks, as
+// every OPC UA time is).
 //
 // gopcua computed y = (ticks - epochTicks) × 100 mod 2^64. 100 = 4 × 25
 // and 25 is invertible modulo 2^64, so (ticks - epochTicks) mod 2^62 =

@@ -171,7 +171,7 @@ func TestDeliverMessage_OrdersBySequenceNotClock(t *testing.T) {
 	g := &group{d: d, points: []device.Point{{Tag: "T", Address: "ns=2;s=T", Type: value.Auto}},
 		items: make([]item, 1), fn: func(_ int, v value.VQT) { got = append(got, v) }}
 	s := &session{d: d}
-	now := time.Now().UTC()
+	now := time.Now().UTC().Truncate(100) // OPC UA times are whole 100 ns ticks, as gopcua decodes them
 	msg := func(seq uint32, v float64, src time.Time) *ua.NotificationMessage {
 		return &ua.NotificationMessage{SequenceNumber: seq, NotificationData: []*ua.ExtensionObject{{Value: &ua.DataChangeNotification{
 			MonitoredItems: []*ua.MonitoredItemNotification{{ClientHandle: 1, Value: &ua.DataValue{

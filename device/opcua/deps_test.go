@@ -9,5 +9,5 @@ import (
 // device/opcua imports device and value only (DESIGN.md, Layout and
 // dependency direction: not the other drivers, nothing above device).
 func TestDeps_OPCUA(t *testing.T) {
-	deptest.OnlyProject(t, "qubiq.dev/edge/device/opcua", "qubiq.dev/edge/device!", "qubiq.dev/edge/value", "qubiq.dev/edge/internal/suggest")
+	deptest.OnlyProject(t, "qubiq.dev/edge/device/opcua", "qubiq.dev/edge/device!", "qubiq.dev/edge/value")
 }

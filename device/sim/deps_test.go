@@ -12,8 +12,7 @@ import (
 // device (non-test files).
 func TestDeps_Sim(t *testing.T) {
 	const pkg = deptest.Module + "/device/sim"
-	allowed := map[string]bool{deptest.Module + "/device": true, deptest.Module + "/value": true,
-		deptest.Module + "/internal/suggest": true} // the key suggestions of device.DecodeStrict
+	allowed := map[string]bool{deptest.Module + "/device": true, deptest.Module + "/value": true}
 	for _, d := range deptest.Deps(t, pkg) {
 		if (d == deptest.Module || strings.HasPrefix(d, deptest.Module+"/")) && !allowed[d] {
 			t.Errorf("%s must not import %s (DESIGN.md, Layout and dependency direction)", pkg, d)

@@ -1,22 +1,22 @@
-// Package suggest finds the key a person most likely meant when a config
-// file holds a key that is not valid ("lisen" → "listen", "host" → "use
-// url: tcp://HOST:PORT"). The YAML decoder of package config and the
-// drivers' strict JSON decoder (device.DecodeStrict) share it, so a wrong
-// key gets the same kind of hint wherever it is written. Standard library
-// only.
-package suggest
+package device
 
 import (
 	"fmt"
 	"strings"
 )
 
-// Key returns a hint for the unknown key: hints[lower(key)] when there is
+// Key suggestions: when a config file holds a key that is not valid, the
+// key a person most likely meant ("lisen" → "listen", "host" → "use url:
+// tcp://HOST:PORT"). DecodeStrict (the drivers' JSON keys) and package
+// config (the YAML keys) share it, so a wrong key gets the same kind of
+// hint wherever it is written.
+
+// SuggestKey returns a hint for the unknown key: hints[lower(key)] when there is
 // one (a hint that names a key in quotes only when that key is valid here),
 // else `did you mean "K"?` for the valid key K nearest to key (the same
 // apart from case, '-' and '_', or at most 2 edits away for a key of more
 // than 2 characters), else "".
-func Key(key string, valid []string, hints map[string]string) string {
+func SuggestKey(key string, valid []string, hints map[string]string) string {
 	if h, ok := hints[strings.ToLower(key)]; ok {
 		if !strings.Contains(h, `"`) {
 			return h
@@ -33,7 +33,7 @@ func Key(key string, valid []string, hints map[string]string) string {
 		if norm(v) == norm(key) {
 			return fmt.Sprintf("did you mean %q?", v)
 		}
-		if d := Distance(key, v); d < dist {
+		if d := editDistance(key, v); d < dist {
 			best, dist = v, d
 		}
 	}
@@ -43,8 +43,8 @@ func Key(key string, valid []string, hints map[string]string) string {
 	return ""
 }
 
-// Distance is the Levenshtein edit distance of a and b, in bytes.
-func Distance(a, b string) int {
+// editDistance is the Levenshtein edit distance of a and b, in bytes.
+func editDistance(a, b string) int {
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)
 	for j := range prev {

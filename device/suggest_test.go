@@ -1,14 +1,8 @@
-package suggest
+package device
 
-import (
-	"testing"
+import "testing"
 
-	"qubiq.dev/edge/internal/deptest"
-)
-
-func TestDeps_Suggest(t *testing.T) { deptest.OnlyProject(t, "qubiq.dev/edge/internal/suggest") }
-
-func TestKey(t *testing.T) {
+func TestSuggestKey(t *testing.T) {
 	valid := []string{"url", "unit_id", "timeout", "listen", "max_gap"}
 	hints := map[string]string{"host": "use url: tcp://HOST:PORT", "slave": `did you mean "unit_id"?`, "x": `did you mean "nope"?`}
 	cases := map[string]string{
@@ -22,11 +16,11 @@ func TestKey(t *testing.T) {
 		"x":       "", // the hint's key is not valid here
 	}
 	for in, want := range cases {
-		if got := Key(in, valid, hints); got != want {
+		if got := SuggestKey(in, valid, hints); got != want {
 			t.Errorf("Key(%q) = %q, want %q", in, got, want)
 		}
 	}
-	if Distance("kitten", "sitting") != 3 || Distance("", "abc") != 3 || Distance("a", "a") != 0 {
+	if editDistance("kitten", "sitting") != 3 || editDistance("", "abc") != 3 || editDistance("a", "a") != 0 {
 		t.Error("Distance")
 	}
 }
