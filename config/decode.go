@@ -12,6 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"qubiq.dev/edge/device"
+	"qubiq.dev/edge/internal/yamlnode"
 )
 
 // This file is the strict YAML decoder of every file config reads (the
@@ -186,7 +187,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, w where) {
 			d.errs = append(d.errs, d.worded(n, v.Type(), w, err))
 			return
 		}
-		v.Set(reflect.ValueOf(jsonable(x)))
+		v.Set(reflect.ValueOf(yamlnode.JSONable(x)))
 	default:
 		if n.Kind != yaml.ScalarNode {
 			d.addf(n, "%s: want %s, got %s", w.name(), want(v.Type()), got(n))

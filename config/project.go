@@ -17,13 +17,19 @@ import (
 
 	"qubiq.dev/edge/auth"
 	"qubiq.dev/edge/device"
+	"qubiq.dev/edge/internal/yamlnode"
 	"qubiq.dev/edge/tagengine"
 	"qubiq.dev/edge/tagpath"
 	"qubiq.dev/edge/value"
 )
 
-// Project is the project file: devices, tags, scripts and the sections later
-// work defines (kept as raw YAML until then).
+// Project is the project file: devices, tags, scripts, and the sections
+// each part of the daemon parses and validates itself (kept as YAML nodes
+// for it: connections, named queries and message handlers for the data
+// services, views for LiveView, users for the user store). Flows and
+// alarms are sections this daemon does not implement yet: a project that
+// has entries in one is refused (NotImplementedSections), never kept as
+// data nobody reads.
 type Project struct {
 	Devices         []DeviceConfig `yaml:"devices" json:"devices"`
 	Tags            []TagConfig    `yaml:"tags" json:"tags"`
@@ -31,7 +37,8 @@ type Project struct {
 	Connections     []yaml.Node    `yaml:"connections" json:"-"`
 	NamedQueries    []yaml.Node    `yaml:"named_queries" json:"-"`
 	MessageHandlers []yaml.Node    `yaml:"message_handlers" json:"-"`
-	Flows           []yaml.Node    `yaml:"flows" json:"-"`
+	Flows           []yaml.Node    `yaml:"flows" json:"-"`  // refused when not empty
+	Alarms          []yaml.Node    `yaml:"alarms" json:"-"` // refused when not empty
 	Views           []yaml.Node    `yaml:"views" json:"-"`
 	Users           []yaml.Node    `yaml:"users" json:"-"`
 
@@ -81,7 +88,7 @@ func (d *DeviceConfig) UnmarshalYAML(n *yaml.Node) error {
 	delete(m, "name")
 	delete(m, "driver")
 	d.Name, d.Driver = name, drv
-	raw, err := json.Marshal(jsonable(m))
+	raw, err := json.Marshal(yamlnode.JSONable(m))
 	if err != nil {
 		return fmt.Errorf("line %d: device %q: %w", n.Line, name, err)
 	}
@@ -99,30 +106,6 @@ func (d DeviceConfig) LineOf(err error) int {
 		}
 	}
 	return d.Line
-}
-
-// jsonable turns YAML-decoded maps (map[string]any with nested any) into
-// values encoding/json accepts.
-func jsonable(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			x[k] = jsonable(e)
-		}
-		return x
-	case map[any]any:
-		m := map[string]any{}
-		for k, e := range x {
-			m[fmt.Sprint(k)] = jsonable(e)
-		}
-		return m
-	case []any:
-		for i, e := range x {
-			x[i] = jsonable(e)
-		}
-		return x
-	}
-	return v
 }
 
 // TagConfig is one tag as written in the project file (DESIGN.md, Project
@@ -243,7 +226,7 @@ func ParseProject(b []byte) (*Project, error) {
 		return nil, fmt.Errorf("project of %d bytes is over the limit of %d (docs/limits.md)", len(b), MaxProjectBytes)
 	}
 	var p Project
-	err := decodeDoc(b, &p, "the project", MaxTagsPerProject)
+	keyLines, err := decodeDoc(b, &p, "the project", MaxTagsPerProject)
 	var se *SyntaxError
 	if errors.As(err, &se) {
 		return nil, err
@@ -251,7 +234,31 @@ func ParseProject(b []byte) (*Project, error) {
 	for i := range p.Tags {
 		p.Tags[i].Path = tagpath.Normalize(p.Tags[i].Path)
 	}
+	// Refuse the sections this daemon does not implement.
+	var notImpl []error
+	for _, sec := range []struct {
+		key   string
+		nodes []yaml.Node
+	}{{"flows", p.Flows}, {"alarms", p.Alarms}} {
+		if len(sec.nodes) > 0 {
+			notImpl = append(notImpl, fmt.Errorf("line %d: section %q: %s; remove it (this qubiqd would not run it)",
+				keyLines[sec.key], sec.key, NotImplementedSections[sec.key]))
+		}
+	}
+	p.Flows, p.Alarms = nil, nil
+	if len(notImpl) > 0 {
+		return &p, errors.Join(append([]error{err}, notImpl...)...)
+	}
 	return &p, err
+}
+
+// NotImplementedSections are the project sections this daemon does not
+// implement yet, with why: a project with entries in one is refused by
+// ParseProject (an empty list is accepted), so nothing the project names
+// is silently not run.
+var NotImplementedSections = map[string]string{
+	"flows":  "flows (triggers, Python nodes, outputs) are not implemented by this version",
+	"alarms": "alarms are not implemented by this version",
 }
 
 // Tags converts the tag configs into engine tags. Every bad tag is reported

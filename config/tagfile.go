@@ -45,7 +45,7 @@ func ReadTagsYAML(b []byte, opt TagImport) ([]TagConfig, error) {
 	case '-', '[':
 		derr = decodeList(b, reflect.ValueOf(&f.Tags).Elem(), opt.maxTags())
 	default:
-		derr = decodeDoc(b, &f, "a tag file", opt.maxTags())
+		_, derr = decodeDoc(b, &f, "a tag file", opt.maxTags())
 	}
 	var se *SyntaxError
 	if errors.As(derr, &se) {

@@ -216,20 +216,32 @@ func shiftSyntax(err error, delta int) error {
 // tree of the whole document. A syntax error stops the decoding and is
 // returned as a *SyntaxError; every other problem is returned, joined,
 // with v decoded as far as they allow.
-func decodeDoc(b []byte, v any, what string, maxItems int) error {
+func decodeDoc(b []byte, v any, what string, maxItems int) (keyLines map[string]int, err error) {
 	rv := reflect.ValueOf(v).Elem()
+	keyLines = map[string]int{}
 	secs, ok := splitTop(b)
 	if !ok {
 		var root yaml.Node
 		if err := yaml.Unmarshal(b, &root); err != nil {
-			return syntaxError(err)
+			return keyLines, syntaxError(err)
 		}
 		if len(root.Content) == 0 {
-			return nil
+			return keyLines, nil
+		}
+		top := root.Content[0]
+		if top.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(top.Content); i += 2 {
+				keyLines[top.Content[i].Value] = top.Content[i].Line
+			}
 		}
 		d := &decoder{}
-		d.decode(root.Content[0], rv, where{section: what})
-		return d.err()
+		d.decode(top, rv, where{section: what})
+		return keyLines, d.err()
+	}
+	for _, sec := range secs {
+		if _, dup := keyLines[sec.key]; !dup {
+			keyLines[sec.key] = sec.line
+		}
 	}
 	d := &decoder{}
 	fields := yamlFields(rv.Type())
@@ -256,14 +268,14 @@ func decodeDoc(b []byte, v any, what string, maxItems int) error {
 					continue
 				}
 				if err := decodeItems(b, items, fv, d, where{section: what}.child(sec.key)); err != nil {
-					return err
+					return keyLines, err
 				}
 				continue
 			}
 		}
 		n, err := parseFragment(b[sec.start:sec.end], sec.line)
 		if err != nil {
-			return err
+			return keyLines, err
 		}
 		if n == nil || n.Kind != yaml.MappingNode || len(n.Content) < 2 {
 			continue
@@ -274,7 +286,7 @@ func decodeDoc(b []byte, v any, what string, maxItems int) error {
 			fv.Set(reflect.Zero(fv.Type()))
 		}
 	}
-	return d.err()
+	return keyLines, d.err()
 }
 
 // decodeList strictly decodes b, a YAML document that is a list, into the
