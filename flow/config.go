@@ -16,6 +16,7 @@ import (
 
 	"qubiq.dev/edge/auth"
 	"qubiq.dev/edge/gateway"
+	"qubiq.dev/edge/tagpath"
 	"qubiq.dev/edge/value"
 )
 
@@ -554,9 +555,10 @@ func parseGrant(f *fields, report func(int, string, ...any)) auth.Grant {
 		}
 		g.WriteLevel = l
 	}
-	for _, pre := range gf.strs("prefixes", report) {
-		if pre == "" || strings.HasPrefix(pre, "/") {
-			report(gf.line("prefixes"), "grant: prefix %q: want a tag path prefix such as Line1 or Line1/Pump", pre)
+	for _, raw := range gf.strs("prefixes", report) {
+		pre, err := tagpath.CleanPrefix(raw)
+		if err != nil {
+			report(gf.line("prefixes"), "grant: prefix %q: %v (want a tag path prefix such as Line1 or Line1/Pump)", raw, err)
 			continue
 		}
 		g.Prefixes = append(g.Prefixes, strings.TrimSuffix(pre, "/"))
@@ -587,7 +589,14 @@ func parseTrigger(n *yaml.Node, line int, env Env, d *Def, top func(int, string,
 	switch k := kinds[0]; k {
 	case "tag", "tags":
 		t.Kind = TriggerTag
-		t.Tags = f.strs(k, report)
+		for _, raw := range f.strs(k, report) {
+			path, err := tagpath.Clean(raw)
+			if err != nil {
+				report(f.line(k), "%v", err)
+				continue
+			}
+			t.Tags = append(t.Tags, path)
+		}
 		if len(t.Tags) == 0 {
 			report(f.line(k), "%s: name at least one tag path", k)
 		}
@@ -645,9 +654,9 @@ func parseTrigger(n *yaml.Node, line int, env Env, d *Def, top func(int, string,
 		t.Kind = TriggerAlarm
 		an := f.vals["alarm"]
 		if an.Kind == yaml.ScalarNode { // alarm: Line1/Tank: every transition of those alarms
-			t.Alarm.Source = strings.TrimSuffix(an.Value, "/")
+			t.Alarm.Source = strings.TrimSuffix(tagpath.Normalize(an.Value), "/")
 		} else if af, ok := mapping(an, []string{"source", "priority", "to"}, report); ok {
-			t.Alarm.Source = strings.TrimSuffix(af.str("source", report), "/")
+			t.Alarm.Source = strings.TrimSuffix(tagpath.Normalize(af.str("source", report)), "/")
 			for _, pr := range af.strs("priority", report) {
 				if !slices.Contains(alarmPriorities, pr) {
 					report(af.line("priority"), "alarm priority %q: want one of %s", pr, strings.Join(alarmPriorities, ", "))
@@ -946,6 +955,13 @@ func parseNode(n *yaml.Node, id string, env Env, d *Def, p *problems) *NodeDef {
 		}
 	case TypeTagWrite:
 		nd.Path = f.str("path", report)
+		if nd.Path != "" {
+			if p, err := tagpath.Clean(nd.Path); err != nil {
+				report(f.line("path"), "%v", err)
+			} else {
+				nd.Path = p
+			}
+		}
 		nd.AllowBad = f.boolean("allow_bad_quality", report)
 		switch {
 		case nd.Path == "":

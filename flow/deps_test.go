@@ -8,8 +8,8 @@ import (
 
 // TestDeps_Flow holds flow's "must not import" column (docs/flows.md:
 // a front door on the service layer): api, device, daemon, and the
-// service layer's implementation; of the project it uses gateway, auth and
-// value only.
+// service layer's implementation; of the project it uses gateway, auth,
+// value and tagpath (the one rule for tag paths) only.
 func TestDeps_Flow(t *testing.T) {
 	deptest.Forbid(t, "qubiq.dev/edge/flow",
 		"qubiq.dev/edge/api",
@@ -21,5 +21,6 @@ func TestDeps_Flow(t *testing.T) {
 		"qubiq.dev/edge/tagengine",
 		"qubiq.dev/edge/mqtt",
 	)
-	deptest.OnlyProject(t, "qubiq.dev/edge/flow", "qubiq.dev/edge/gateway!", "qubiq.dev/edge/auth", "qubiq.dev/edge/value")
+	deptest.OnlyProject(t, "qubiq.dev/edge/flow", "qubiq.dev/edge/gateway!", "qubiq.dev/edge/auth", "qubiq.dev/edge/value",
+		"qubiq.dev/edge/tagpath")
 }

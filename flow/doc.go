@@ -7,8 +7,8 @@
 //
 // It is a front door on the service layer, like the REST API: it calls
 // gateway (Nodes for the Python nodes, Tags.WriteTags for tag writes,
-// Audit, Data.SendMessage) and imports auth, value and the standard
-// library besides, never gateway/service, api, device or daemon
+// Audit, Data.SendMessage) and imports auth, value, tagpath and the
+// standard library besides, never gateway/service, api, device or daemon
 // (deps_test.go). What it needs of the parts beside it it takes as small
 // interfaces of its own (links.go): the store of its versions (Store), the
 // supervisor link (TopicSource, Publisher) and alarm transitions
