@@ -306,6 +306,8 @@ func (e *Engine) run(ctx context.Context, fs *flowState, d *Def, version int64) 
 // (its queue is smaller).
 func (e *Engine) install(ctx context.Context, fs *flowState, in *instance) (dropped int, err error) {
 	if old := fs.current(); old != nil {
+		e.log.Info("flow: a new version waits for the running one to finish its batch", slog.String("flow", fs.name),
+			slog.Int64("running", old.version), slog.Int64("next", in.version))
 		old.stop(ctx, true)
 		old.release()
 	}

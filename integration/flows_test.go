@@ -516,20 +516,23 @@ flows:
   - name: v
     trigger: {tag: V/In}
     queue: 100
+    grant: {scopes: [tag:read, vars:read]}
     nodes:
-      - id: slow
+      - id: held
         type: python
         code: |
             def transform(msg):
-                n = 0
-                for i in range(3000000):
-                    n += i
+                while system.vars.get("hold", False):
+                    pass
                 return msg
 `)
 	d.start()
 	reader := d.apiKey("reader", []string{"tag:read"}, "view")
+	if st, body := d.call("PUT", "/api/v1/vars/hold", d.token, map[string]any{"value": true}, nil); st >= 300 {
+		t.Fatalf("set hold: %d %s", st, body)
+	}
 	d.write(d.token, map[string]any{"V/In": 100})
-	d.waitFlow(reader, "v", 20*time.Second, "the first message running", func(f flowInfo) bool { return f.Nodes[0].Runs == 1 })
+	d.waitFlow(reader, "v", 20*time.Second, "the first message held", func(f flowInfo) bool { return f.Nodes[0].Runs == 1 })
 	for i := 1; i <= 19; i++ {
 		d.write(d.token, map[string]any{"V/In": i})
 	}
@@ -545,14 +548,26 @@ nodes:
             system.vars.incr("v2_runs")
             return msg
 `
-	var saved struct {
+	type savedT struct {
 		Version int64  `json:"version"`
 		Carried int    `json:"carried"`
 		Dropped uint64 `json:"dropped"`
 	}
-	if st, body := d.call("PUT", "/api/v1/flows/v", d.token, map[string]any{"definition": v2}, &saved); st != 200 {
-		t.Fatalf("push: %d %s", st, body)
+	pushed := make(chan savedT, 1)
+	go func() {
+		var saved savedT
+		if st, body := d.call("PUT", "/api/v1/flows/v", d.token, map[string]any{"definition": v2}, &saved); st != 200 {
+			t.Errorf("push: %d %s", st, body)
+		}
+		pushed <- saved
+	}()
+	waitFor(t, 20*time.Second, "version 2 waiting for version 1's batch", func() (bool, string) {
+		return strings.Contains(d.logs(), "a new version waits for the running one to finish its batch"), ""
+	})
+	if st, body := d.call("PUT", "/api/v1/vars/hold", d.token, map[string]any{"value": false}, nil); st >= 300 {
+		t.Fatalf("release: %d %s", st, body)
 	}
+	saved := <-pushed
 	if saved.Version != 2 || saved.Carried != 10 || saved.Dropped != 9 {
 		t.Fatalf("saved %+v: want version 2 carrying 10 (its queue) and saying it dropped the 9 oldest", saved)
 	}
