@@ -109,3 +109,9 @@ fuzz: deps-go
 	  echo "fuzz $$pkg $$fn for $(FUZZTIME)"; \
 	  $(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	done
+
+# Flows (issue 13): the same flow in qubiqd and in Node-RED 4.1.8, one after
+# the other against one pymodbus server (bench/README.md, bench-flows).
+.PHONY: bench-flows
+bench-flows: deps build
+	PYTHON_PATH=$(PYTHON) bench/flows/run.sh

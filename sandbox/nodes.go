@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -87,16 +88,16 @@ func (p *Pool) RunNodes(ctx context.Context, g auth.Grant, module, entry string,
 }
 
 // runBatch runs a node job on w: one exec frame, one item frame per
-// message. Each message gets the job's timeout from the moment the one
-// before it was answered. It returns the items of the messages that ran
-// (the last one carrying the error that stopped the run early, if any), an
-// error when the run failed before any message ran, and whether w may take
-// another job.
+// message, taken by the worker's reader as they come (batch.take). Each
+// message gets the job's timeout from the moment the one before it was
+// answered. It returns the items of the messages that ran (the last one
+// carrying the error that stopped the run early, if any), an error when
+// the run failed before any message ran, and whether w may take another
+// job.
 func (p *Pool) runBatch(w *worker, j *job) (items []NodeItem, err error, keep bool) {
 	m := j.mod
 	name := m.name + "." + j.entry
 	start := time.Now()
-	itemStart := start
 	execID := newExecID()
 	msg := &rpc.Exec{Type: rpc.TypeExec, Exec: execID, Module: m.name, Version: m.version,
 		Entry: j.entry, Args: j.args, Batch: true}
@@ -112,22 +113,33 @@ func (p *Pool) runBatch(w *worker, j *job) (items []NodeItem, err error, keep bo
 	grant := j.grant
 	runCtx, cancel := context.WithCancel(j.ctx)
 	defer cancel()
+	var timedOut atomic.Bool
+	timer := time.AfterFunc(j.timeout, func() {
+		timedOut.Store(true)
+		w.kill()
+	})
+	defer timer.Stop()
+	b := &batch{p: p, w: w, j: j, m: m, timer: timer, itemStart: start, last: make(chan struct{})}
 	bd := &binding{execID: execID, serve: func(c *rpc.Call) *rpc.Result {
 		return p.dispatch(runCtx, grant, name, c)
-	}}
+	}, batch: b.take}
 	w.bound.Store(bd)
 	defer w.bound.CompareAndSwap(bd, nil)
 
 	// stopped ends the run early with why as the error of the message in
 	// flight.
-	var logs []Log
 	stopped := func(why error) ([]NodeItem, error, bool) {
 		re, ok := why.(*RunError)
 		if !ok {
 			re = runErr(KindKilled, "%v", why)
 		}
-		items = append(items, NodeItem{Err: re, Logs: logs, DurationMs: msSince(itemStart)})
-		return items, nil, false
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.closed = true
+		if !b.done {
+			b.items = append(b.items, NodeItem{Err: re, Logs: b.logs, DurationMs: msSince(b.itemStart)})
+		}
+		return b.items, nil, false
 	}
 	if err := w.send(msg); err != nil {
 		return nil, p.workerDied(w, j, name, start, oomBefore, hasOOM, false), false
@@ -142,19 +154,22 @@ func (p *Pool) runBatch(w *worker, j *job) (items []NodeItem, err error, keep bo
 		case <-runCtx.Done():
 		}
 	}()
-	var timedOut atomic.Bool
-	timer := time.AfterFunc(j.timeout, func() {
-		timedOut.Store(true)
-		w.kill()
-	})
-	defer timer.Stop()
 	died := func() error {
 		w.waitExit(5 * time.Second)
-		return p.workerDied(w, j, name, itemStart, oomBefore, hasOOM, timedOut.Load())
+		b.mu.Lock()
+		since := b.itemStart
+		b.mu.Unlock()
+		return p.workerDied(w, j, name, since, oomBefore, hasOOM, timedOut.Load())
 	}
-	recycle := false
 	for {
 		select {
+		case <-b.last:
+			// The timer fired as the last answer came: it stands, the
+			// worker goes.
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			b.closed = true
+			return b.items, nil, false
 		case f := <-w.frames:
 			if f.err != nil {
 				if errors.Is(f.err, io.EOF) || errors.Is(f.err, io.ErrUnexpectedEOF) || w.killed.Load() {
@@ -171,38 +186,20 @@ func (p *Pool) runBatch(w *worker, j *job) (items []NodeItem, err error, keep bo
 					w.kill()
 					return stopped(died())
 				}
-			case *rpc.Log:
-				if fm.Exec != execID {
-					return stopped(p.violation(w, name, "a log frame names another execution"))
-				}
-				if len(logs) < maxLogs {
-					logs = append(logs, Log{Level: fm.Level, Msg: truncate(fm.Msg, maxLogBytes)})
-				}
-			case *rpc.Item:
-				if fm.Exec != execID || fm.Index != len(items) || fm.Index >= len(j.batch) {
-					return stopped(p.violation(w, name, fmt.Sprintf("item frame %d out of order", fm.Index)))
-				}
-				if !timer.Stop() {
-					// The timer fired as the message was answered: the
-					// worker is being killed; the answer stands.
-					items = append(items, p.itemOf(w, m, j, fm, logs, itemStart))
-					return items, nil, false
-				}
-				timer.Reset(j.timeout)
-				it := p.itemOf(w, m, j, fm, logs, itemStart)
-				if fm.Error != nil && recycleAfter(fm.Error) {
-					recycle = true
-				}
-				items = append(items, it)
-				logs, itemStart = nil, time.Now()
 			case *rpc.Done:
 				if fm.Exec != execID {
 					return stopped(p.violation(w, name, "a done frame names another execution"))
 				}
 				fired := !timer.Stop()
+				b.mu.Lock()
+				n, recycle, bad := len(b.items), b.recycle, b.bad
+				b.mu.Unlock()
+				if bad != "" {
+					return stopped(p.violation(w, name, bad))
+				}
 				keep = !fired && !recycle && p.keepAfterRun(w)
 				if !fm.OK {
-					if len(items) > 0 {
+					if n > 0 {
 						why := "no reason given"
 						if fm.Error != nil {
 							why = fm.Error.Type + ": " + fm.Error.Message
@@ -211,10 +208,13 @@ func (p *Pool) runBatch(w *worker, j *job) (items []NodeItem, err error, keep bo
 					}
 					return nil, p.scriptFailed(w, m, j, fm.Error), keep && !recycleAfter(fm.Error)
 				}
-				if len(items) != len(j.batch) {
-					return stopped(p.violation(w, name, fmt.Sprintf("done after %d of %d messages", len(items), len(j.batch))))
+				if n != len(j.batch) {
+					return stopped(p.violation(w, name, fmt.Sprintf("done after %d of %d messages", n, len(j.batch))))
 				}
-				return items, nil, keep
+				b.mu.Lock()
+				defer b.mu.Unlock()
+				b.closed = true
+				return b.items, nil, keep
 			default:
 				return stopped(p.violation(w, name, fmt.Sprintf("unexpected %T frame", f.msg)))
 			}
@@ -233,6 +233,63 @@ func (p *Pool) runBatch(w *worker, j *job) (items []NodeItem, err error, keep bo
 			return stopped(runErr(KindKilled, "%s was stopped: the sandbox is shutting down", name))
 		}
 	}
+}
+
+// batch is a node run's results as the worker's reader takes them.
+type batch struct {
+	p     *Pool
+	w     *worker
+	j     *job
+	m     *moduleCode
+	timer *time.Timer
+	last  chan struct{} // closed when an answer came as the timer fired
+
+	mu        sync.Mutex
+	items     []NodeItem
+	logs      []Log
+	itemStart time.Time
+	recycle   bool
+	bad       string // a frame out of order: the run ends as a violation
+	done      bool   // the timer fired at the last answer: no more
+	closed    bool   // runBatch returned: frames after it are not this run's
+}
+
+// take is the reader's hand for the run's item and log frames; false hands
+// the frame to the slot (which ends the run as a violation).
+func (b *batch) take(msg any) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed || b.done {
+		return true // the run is over; what the worker still says is dropped with it
+	}
+	switch fm := msg.(type) {
+	case *rpc.Log:
+		if len(b.logs) < maxLogs {
+			b.logs = append(b.logs, Log{Level: fm.Level, Msg: truncate(fm.Msg, maxLogBytes)})
+		}
+		return true
+	case *rpc.Item:
+		if fm.Index != len(b.items) || fm.Index >= len(b.j.batch) {
+			b.bad = fmt.Sprintf("item frame %d out of order", fm.Index)
+			return false
+		}
+		it := b.p.itemOf(b.w, b.m, b.j, fm, b.logs, b.itemStart)
+		if fm.Error != nil && recycleAfter(fm.Error) {
+			b.recycle = true
+		}
+		b.items = append(b.items, it)
+		b.logs, b.itemStart = nil, time.Now()
+		if !b.timer.Stop() {
+			// The timer fired as the message was answered: the worker is
+			// being killed; the answer stands, the run ends here.
+			b.done = true
+			close(b.last)
+			return true
+		}
+		b.timer.Reset(b.j.timeout)
+		return true
+	}
+	return false
 }
 
 // itemOf turns a worker's item frame into a NodeItem.

@@ -64,6 +64,11 @@ type worker struct {
 type binding struct {
 	execID string
 	serve  func(*rpc.Call) *rpc.Result
+	// batch, for a node run (RunNodes), takes the run's item and log
+	// frames in the reader itself (no hand-off per message); it returns
+	// false for a frame the run did not expect, which then goes to the
+	// slot as a protocol violation.
+	batch func(msg any) bool
 }
 
 // confined is the OS confinement of one worker slot: cgroup leaves or
@@ -225,6 +230,10 @@ func (w *worker) read() {
 					}
 					continue
 				}
+			case *rpc.Item, *rpc.Log:
+				if bd := w.bound.Load(); bd != nil && bd.batch != nil && execOf(m) == bd.execID && bd.batch(m) {
+					continue
+				}
 			case *rpc.Done:
 				if bd := w.bound.Load(); bd != nil && m.Exec == bd.execID {
 					w.bound.CompareAndSwap(bd, nil)
@@ -240,6 +249,17 @@ func (w *worker) read() {
 			return
 		}
 	}
+}
+
+// execOf is the execution id of an item or log frame.
+func execOf(m any) string {
+	switch x := m.(type) {
+	case *rpc.Item:
+		return x.Exec
+	case *rpc.Log:
+		return x.Exec
+	}
+	return ""
 }
 
 func (w *worker) handshake(ctx context.Context, hello *rpc.Hello, timeout time.Duration) error {
