@@ -26,8 +26,8 @@ const RealmFlow auth.Realm = "flow"
 const tagFeed = 65536
 
 // defaultBatch is how many queued messages one pass takes through a flow
-// (and one Python node call carries at most).
-const defaultBatch = 64
+// (and one Python node call carries at most: gateway.MaxNodeBatch).
+const defaultBatch = 256
 
 // Options are what the daemon gives the engine.
 type Options struct {
@@ -53,7 +53,7 @@ type Options struct {
 	Handlers     []string
 	// Log receives the engine's log.
 	Log *slog.Logger
-	// Batch is the most messages one pass takes (0: 64).
+	// Batch is the most messages one pass takes (0: 256).
 	Batch int
 	// Now is the clock of timer triggers (nil: time.Now).
 	Now func() time.Time

@@ -145,7 +145,7 @@ func (p *Pool) runBatch(w *worker, j *job) (items []NodeItem, err error, keep bo
 		return nil, p.workerDied(w, j, name, start, oomBefore, hasOOM, false), false
 	}
 	w.cached[m.name] = m
-	w.runs += len(j.batch)
+	w.runs++ // a batch is one run: one exec, one fresh namespace (python.recycle_after_runs)
 
 	go func() {
 		select {
