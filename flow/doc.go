@@ -28,7 +28,8 @@
 //     failure it was: timeout, exception, bad_return, write_failed, ...
 //   - A new version takes over the queued messages of the one it replaces.
 //
-// Config (the flows: section) is config.go; the cron expressions of timer
+// Config (the flows: section) is config.go, config_nodes.go and
+// config_yaml.go; the cron expressions of timer
 // triggers cron.go; the engine and its versions engine.go, admin.go; the
 // runtime state.go, process.go, triggers.go; the queue queue.go.
 package flow
