@@ -36,16 +36,21 @@ func (s *Server) mountConsole() {
 	s.mux.Handle("GET "+ConsolePath, http.StripPrefix("/console", console.Handler()))
 }
 
-// consoleSession reports whether r comes from the console (ConsoleHeader),
-// refusing the header from a session outside the platform realm and
-// together with a LiveView panel.
-func consoleSession(r *http.Request, info auth.SessionInfo, panel string) (bool, error) {
+// consoleSession reports whether r, a request of route rt, comes from the
+// console (ConsoleHeader), refusing the header together with a LiveView
+// panel, and from a session outside the platform realm on every route but
+// the session's own (its info and logout, so the console can say why and
+// sign out).
+func consoleSession(r *http.Request, rt route, info auth.SessionInfo, panel string) (bool, error) {
 	if r.Header.Get(ConsoleHeader) == "" {
 		return false, nil
 	}
 	if panel != "" {
 		return false, errorf(http.StatusBadRequest, KindInvalid, "a request comes from the console (%s) or from a LiveView panel (%s), not both",
 			ConsoleHeader, PanelHeader)
+	}
+	if info.Realm != auth.RealmPlatform && rt.need.session {
+		return false, nil
 	}
 	if info.Realm != auth.RealmPlatform {
 		return false, errorf(http.StatusForbidden, KindPermissionDenied,

@@ -119,7 +119,7 @@ func (s *Server) authorizeSession(r *http.Request, rt route, target, token strin
 			slog.String("reason", "panel"))
 		return r, auth.Grant{}, err
 	}
-	fromConsole, err := consoleSession(r, info, panel)
+	fromConsole, err := consoleSession(r, rt, info, panel)
 	if err != nil {
 		s.log.InfoContext(r.Context(), "request refused", slog.String("route", target), slog.String("principal", info.User),
 			slog.String("reason", "console"))

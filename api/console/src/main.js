@@ -26,7 +26,7 @@ const PAGES = [
 ];
 
 const $ = (id) => document.getElementById(id);
-const state = { session: null, leave: [], healthTimer: null };
+const state = { session: null, leave: [], guards: [], healthTimer: null, hash: '' };
 
 // has reports whether the session holds need: a platform-realm session
 // holds every scope (its grant is unrestricted); a permission must be the
@@ -38,6 +38,7 @@ function has(session, need) {
 }
 
 function leavePage() {
+  state.guards = [];
   for (const fn of state.leave.splice(0)) {
     try { fn(); } catch { /* ignore */ }
   }
@@ -67,7 +68,7 @@ function buildNav() {
     h('ul', {}, ps.map((p) => {
       const ok = has(state.session, p.need);
       return h('li', {}, h('a', { href: '#' + p.path, dataset: { path: p.path, need: p.need }, class: ok ? '' : 'locked',
-        title: ok ? '' : 'needs ' + describeNeed(p.need) }, p.title, ok ? null : h('span', { class: 'lock', 'aria-label': 'needs ' + p.need }, ' 🔒')));
+        title: ok ? '' : 'needs ' + describeNeed(p.need) }, p.title, ok ? null : h('span', { class: 'lock' }, 'needs ' + p.need)));
     })))),
   h('p', { class: 'navfoot' }, h('a', { href: '/console/LICENSES.txt', target: '_blank', rel: 'noopener' }, 'Licences')));
 }
@@ -117,6 +118,15 @@ async function pollHealth() {
 
 function route() {
   if (!state.session || state.session.realm !== 'platform') return;
+  // A page with unsaved work (the script editor) may keep the user on it.
+  for (const g of state.guards) {
+    const why = g();
+    if (why && !window.confirm(why)) {
+      history.replaceState(null, '', state.hash || '#/status');
+      return;
+    }
+  }
+  state.hash = location.hash;
   const hash = location.hash.replace(/^#/, '') || '/status';
   const page = PAGES.slice().sort((a, b) => b.path.length - a.path.length)
     .find((p) => hash === p.path || hash.startsWith(p.path + '/')) || PAGES[0];
@@ -129,12 +139,13 @@ function route() {
   const main = $('main');
   main.dataset.page = page.path;
   if (!has(state.session, page.need)) {
-    clear(main, refusal(page.title, page.need, state.session));
+    clear(main, refusal(page.group === 'Settings' ? `Settings → ${page.title}` : page.title, page.need, state.session));
   } else {
     clear(main);
     const ctx = {
       main, session: state.session, params: rest ? rest.split('/').map(decodeURIComponent) : [],
       onLeave: (fn) => state.leave.push(fn),
+      guard: (fn) => state.guards.push(fn),
       navigate: (p) => { location.hash = '#' + p; },
     };
     Promise.resolve(page.render(ctx)).catch((e) => {

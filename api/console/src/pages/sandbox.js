@@ -138,6 +138,7 @@ function installBlock(done) {
     ack.disabled = true;
     installBtn.disabled = true;
     clear(widenings);
+    progress.hidden = true;
   };
   const sync = () => {
     req.disabled = source() !== 'index';
@@ -196,7 +197,8 @@ function installBlock(done) {
     const bar = h('div', { class: 'steps' }, STEPS.map((s) => h('span', { dataset: { step: s } }, s)));
     const elapsed = h('span', { class: 'dim', id: 'install-elapsed' }, '0 s');
     progress.hidden = false;
-    clear(progress, h('div', { class: 'toolbar' }, h('span', { class: 'spinner', 'aria-hidden': 'true' }), h('strong', {}, 'Installing… '), elapsed), bar, log);
+    const state = h('strong', { id: 'install-state' }, 'Installing… ');
+    clear(progress, h('div', { class: 'toolbar' }, h('span', { class: 'spinner', 'aria-hidden': 'true' }), state, elapsed), bar, log);
     const t0 = Date.now();
     const tick = setInterval(() => { elapsed.textContent = `${Math.round((Date.now() - t0) / 1000)} s`; }, 500);
     const b = body(true);
@@ -209,11 +211,15 @@ function installBlock(done) {
           log.scrollTop = log.scrollHeight;
         }
       });
+      state.textContent = last && last.event === 'done' ? 'Installed in ' : 'Stopped after ';
       if (last && last.event === 'done') {
         const r = last.result;
         clear(out, h('div', { class: 'ok', id: 'install-done' }, h('strong', {}, `Installed ${r.packages.join(', ')}`), ` in ${(r.duration_ms / 1000).toFixed(1)} s. `,
           'Scripts may now import: ', r.allowed.join(', ') + '.'));
-        reset();
+        reviewed = null;
+        ack.checked = false;
+        ack.disabled = true;
+        clear(widenings);
         req.value = '';
         files.value = '';
         done();
@@ -234,11 +240,12 @@ function installBlock(done) {
     h('fieldset', { class: 'src' }, h('legend', {}, 'From'),
       h('label', {}, fromIndex, ' the package index (python.index_url): ', req),
       h('label', {}, fromUpload, ' wheel files, for an appliance without an index: ', files)),
-    h('div', { class: 'warnbox', id: 'widening-warning' }, h('h3', {}, 'What a package brings'), WIDENING_WARNING.map((p) => h('p', {}, p))),
-    h('div', { class: 'installrow' }, review),
+    h('div', { class: 'installrow' }, review, h('span', { class: 'dim small' }, 'asks the appliance which packages the install brings and what each widens; nothing is installed')),
     widenings,
-    h('label', { class: 'ack' }, ack, ' I have read what these packages let every script do and install them anyway (acknowledge_widening).'),
-    h('div', { class: 'installrow' }, installBtn, h('span', { class: 'dim small' }, 'Install stays disabled until the install is reviewed and acknowledged.')),
+    h('div', { class: 'atbutton' },
+      h('div', { class: 'warnbox', id: 'widening-warning' }, h('h3', {}, 'What a package brings'), WIDENING_WARNING.map((p) => h('p', {}, p))),
+      h('label', { class: 'ack' }, ack, ' I have read what these packages let every script do and install them anyway (acknowledge_widening).'),
+      h('div', { class: 'installrow' }, installBtn, h('span', { class: 'dim small' }, 'Install stays disabled until the install is reviewed and acknowledged.'))),
     progress, out);
 }
 

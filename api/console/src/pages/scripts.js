@@ -34,6 +34,7 @@ export async function scriptsPage(ctx) {
   let dirty = false;
   const beforeUnload = (e) => { if (dirty) { e.preventDefault(); e.returnValue = ''; } };
   window.addEventListener('beforeunload', beforeUnload);
+  ctx.guard(() => (dirty ? `${current.module} has unsaved changes. Leave and lose them?` : ''));
   ctx.onLeave(() => { window.removeEventListener('beforeunload', beforeUnload); editor?.destroy(); diff?.destroy(); });
 
   async function loadList() {
@@ -99,11 +100,11 @@ export async function scriptsPage(ctx) {
       c.saved ? h('span', { class: 'dim small' }, ` saved ${fmtTime(c.saved)}`) : null);
     const dirtyMark = h('span', { class: 'dirty', id: 'dirty', hidden: true }, '● unsaved changes');
     const lintLabel = h('span', { class: 'lintlabel', id: 'lint-label' }, 'Lint: …');
-    const saveBtn = h('button', { type: 'button', class: 'primary', id: 'save', title: 'Ctrl+S' }, 'Save as new version');
+    const saveBtn = h('button', { type: 'button', class: 'primary', id: 'save', title: 'Save as a new version (Ctrl+S)' }, 'Save');
     const versionSel = h('select', { id: 'compare-version', 'aria-label': 'Version to compare with' });
     const compareBtn = h('button', { type: 'button', id: 'compare', disabled: c.isNew }, 'Compare');
     const rollbackBtn = h('button', { type: 'button', id: 'rollback', class: 'danger', disabled: c.isNew || c.version <= 1 }, 'Roll back…');
-    const revertBtn = h('button', { type: 'button', id: 'revert', class: 'ghost' }, 'Discard changes');
+    const revertBtn = h('button', { type: 'button', id: 'revert', class: 'ghost', title: 'Put back the saved version in the editor' }, 'Discard');
     const saveMsg = h('div', { id: 'save-result', 'aria-live': 'polite' });
     const edHost = h('div', { class: 'editor', id: 'editor' });
     const diffHost = h('div', { class: 'diffhost', id: 'diff', hidden: true });
@@ -167,7 +168,8 @@ export async function scriptsPage(ctx) {
 
     if (!c.isNew) {
       get(`/scripts/${enc(c.module)}/versions`).then((vs) => {
-        clear(versionSel, vs.filter((v) => !v.latest).reverse().map((v) => h('option', { value: String(v.version) }, `v${v.version} (${fmtTime(v.saved)})`)));
+        clear(versionSel, vs.filter((v) => !v.latest).reverse().map((v) => h('option', { value: String(v.version), title: fmtTime(v.saved) },
+          `v${v.version} · ${fmtTime(v.saved).slice(5, 16)}`)));
         compareBtn.disabled = versionSel.options.length === 0;
         if (!versionSel.options.length) versionSel.append(h('option', { value: '' }, 'no earlier version'));
       }).catch((e) => clear(saveMsg, problem(e, 'Versions')));
@@ -184,13 +186,15 @@ export async function scriptsPage(ctx) {
       }
       diff?.destroy();
       diffHost.hidden = false;
+      edHost.hidden = true;
       const restore = h('button', { type: 'button', id: 'restore' }, `Restore v${old.version} as a new version`);
       const close = h('button', { type: 'button', class: 'ghost', id: 'diff-close' }, 'Close the comparison');
       clear(diffHost, h('div', { class: 'toolbar' }, h('strong', {}, `v${old.version} (left) against the editor (right)`), h('span', { class: 'spacer' }), restore, close));
       const host = h('div', { class: 'merge' });
       diffHost.append(host);
       diff = createDiff(host, old.code, editor.code);
-      close.addEventListener('click', () => { diff?.destroy(); diff = null; diffHost.hidden = true; compareBtn.focus(); });
+      close.addEventListener('click', () => { diff?.destroy(); diff = null; diffHost.hidden = true; edHost.hidden = false; compareBtn.focus(); });
+      close.focus();
       restore.addEventListener('click', async () => {
         if (!await confirm('Restore an earlier version', `Save the code of v${old.version} as a new version of ${c.module}? It runs at once.`, 'Restore')) return;
         await busy(restore, async () => {
