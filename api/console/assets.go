@@ -11,7 +11,10 @@ import (
 )
 
 //go:embed static dist
-var files embed.FS
+var embedded embed.FS
+
+// assets is what Handler serves: the embedded files (tests swap it).
+var assets fs.FS = embedded
 
 // Bundle is the file name of the esbuild bundle in dist/ (console.js),
 // written by `make console`.
@@ -24,7 +27,7 @@ var bundleFiles = map[string]bool{Bundle: true, "LICENSES.txt": true}
 // Built reports whether the binary holds the bundle (dist/console.js): false
 // for a binary built with plain `go build` before `make console` ran.
 func Built() bool {
-	_, err := fs.Stat(files, "dist/"+Bundle)
+	_, err := fs.Stat(assets, "dist/"+Bundle)
 	return err == nil
 }
 
@@ -96,7 +99,7 @@ func Handler() http.Handler {
 // serveFile answers the embedded file name with status (its bytes passed
 // through edit when not nil), or 404 when the binary lacks it.
 func serveFile(w http.ResponseWriter, r *http.Request, name string, status int, edit func([]byte) []byte) {
-	b, err := files.ReadFile(name)
+	b, err := fs.ReadFile(assets, name)
 	if err != nil {
 		http.NotFound(w, r)
 		return
