@@ -3,6 +3,7 @@ package console
 import (
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -123,5 +124,37 @@ func TestEmbedded_HasStaticFiles(t *testing.T) {
 	b, _ := embedded.ReadFile("static/index.html")
 	if !strings.Contains(string(b), noncePlaceholder) {
 		t.Errorf("index.html has no %s for the CSP nonce", noncePlaceholder)
+	}
+}
+
+// The warning at the install button is the documentation's text, word for
+// word (docs/console.md, "What a package brings").
+func TestWideningWarning_IsTheDocumentation(t *testing.T) {
+	src, err := os.ReadFile("src/pages/sandbox.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile("../../docs/console.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := regexp.MustCompile(`(?s)export const WIDENING_WARNING = \[(.*?)\];`).FindSubmatch(src)
+	if block == nil {
+		t.Fatal("no WIDENING_WARNING in src/pages/sandbox.js")
+	}
+	paras := regexp.MustCompile(`'((?:[^'\\]|\\.)*)'`).FindAllSubmatch(block[1], -1)
+	if len(paras) != 3 {
+		t.Fatalf("WIDENING_WARNING has %d paragraphs, want 3", len(paras))
+	}
+	for _, p := range paras {
+		text := strings.ReplaceAll(string(p[1]), `\'`, "'")
+		if !strings.Contains(string(doc), "> "+text+"\n") {
+			t.Errorf("docs/console.md does not quote the warning's paragraph %q", text)
+		}
+	}
+	for _, must := range []string{"numpy re-exports ctypes", "Pickle loaders", "pandas reads and writes files by any path"} {
+		if !strings.Contains(string(block[1]), must) {
+			t.Errorf("the warning does not say %q", must)
+		}
 	}
 }
