@@ -211,6 +211,9 @@ func TestConsole_EndToEnd(t *testing.T) {
 	if d.token == "" {
 		t.Fatal("no bootstrap token written at first start")
 	}
+	if st, body := d.call("GET", "/console/", "", nil, nil); st != 200 {
+		t.Fatalf("GET /console/: %d %.200s\nthe qubiqd under test has no console bundle: build it with make build (QUBIQ_BIN=bin)", st, body)
+	}
 	for _, u := range []map[string]any{
 		{"name": "sba", "realm": "platform", "permissions": []string{"sandbox_admin"}},
 		{"name": "des", "realm": "platform", "permissions": []string{"designer"}},
