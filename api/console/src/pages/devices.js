@@ -9,6 +9,7 @@ import { h, clear, table, poller, problem, stateClass, qualityClass, fmtValue } 
 const KNOWN = new Set(['name', 'driver', 'url', 'state', 'reason', 'tags']);
 const MAX_TAGS_PER_DEVICE = 200;
 const MAX_EXTRA_COLUMNS = 8;
+const READ_CHUNK = 500; // paths per POST /tags/read (the request body stays far below its 1 MiB limit)
 
 // flatten turns {stats: {requests: 3}} into {"stats.requests": 3}.
 function flatten(obj, pre = '', out = {}) {
@@ -76,11 +77,11 @@ export function devicesPage(ctx) {
     }
     const paths = devs.flatMap((d) => (tagsByDevice[d.name] || []).slice(0, MAX_TAGS_PER_DEVICE));
     const byPath = {};
-    if (paths.length) {
-      try {
-        for (const v of await post('/tags/read', { paths }, { background: true })) byPath[v.path] = v;
-      } catch { /* the column shows unknown */ }
-    }
+    try {
+      for (let i = 0; i < paths.length; i += READ_CHUNK) {
+        for (const v of await post('/tags/read', { paths: paths.slice(i, i + READ_CHUNK) }, { background: true })) byPath[v.path] = v;
+      }
+    } catch { /* the column shows unknown */ }
     const extras = [];
     const flat = devs.map((d) => {
       const f = flatten(Object.fromEntries(Object.entries(d).filter(([k]) => !KNOWN.has(k))));
