@@ -314,7 +314,7 @@ func (s *System) Run(ctx context.Context) error {
 	s.Log.Info("qubiqd ready", slog.String("version", Version), slog.String("listen", ln.Addr().String()),
 		slog.String("data_dir", s.Config.DataDir), slog.Int("tags", len(s.Engine().Tags(auth.Full("", "", "")))))
 	systemd.Ready()
-	go systemd.Watchdog(ctx, s.alive, s.Log)
+	go systemd.RunWatchdog(ctx, s.alive, s.Log)
 	select {
 	case <-ctx.Done():
 		systemd.Stopping()
