@@ -75,6 +75,8 @@ type SlotInfo struct {
 	Arch          string    `json:"arch,omitempty"`
 	SchemaVersion uint64    `json:"schema_version,omitempty"`
 	InstalledAt   time.Time `json:"installed_at,omitzero"`
+	// Bundle is the SHA-256 of the bundle the slot was installed from.
+	Bundle string `json:"bundle_sha256,omitempty"`
 	// Bad is set when the slot was rolled back from; a new install clears it.
 	Bad bool `json:"bad,omitempty"`
 }
