@@ -35,6 +35,26 @@ func (db *DB) Snapshot(w io.Writer) (int64, error) {
 	return n, nil
 }
 
+// SnapshotTo is Snapshot for writers that must know the size first (a tar
+// entry's header): inside the read transaction it calls open with the
+// copy's exact size in bytes, then writes the copy to the writer open
+// returns. open's error aborts the snapshot.
+func (db *DB) SnapshotTo(open func(size int64) (io.Writer, error)) (int64, error) {
+	var n int64
+	err := db.view(func(tx *bolt.Tx) error {
+		w, err := open(tx.Size())
+		if err != nil {
+			return err
+		}
+		n, err = tx.WriteTo(w)
+		return err
+	})
+	if err != nil {
+		return n, fmt.Errorf("store: snapshot %s: %w", db.path, err)
+	}
+	return n, nil
+}
+
 // FileSchemaVersion opens the store file at path read-only (waiting at most
 // timeout for its lock; zero is DefaultOptions.Timeout), reads the schema
 // version recorded in it and closes it, without checking it against this
