@@ -129,7 +129,7 @@ func buildRuntime(out, python string) (*RuntimeManifest, error) {
 		}
 	}
 	for _, t := range []string{"tests of the standard library (test/, */tests)", "idlelib, tkinter, turtledemo: no display on an appliance",
-		"ensurepip: pip is copied from python3-pip", "__pycache__: compiled on first import into the workers' cache",
+		"ensurepip: pip is copied from python3-pip", "__pycache__ of the Debian files: recompiled at build time (unchecked-hash .pyc, the slot being read-only)",
 		"config-3.11-*: the static library for building C extensions (only wheels are installed)",
 		"readline, _curses, _dbm, _gdbm, nis, ossaudiodev, _tkinter and the _test* modules: terminal, dbm and test modules scripts never use",
 		"sitecustomize.py: Debian's link to /etc/python3.11 (the apport crash hook), outside the runtime"} {
@@ -142,7 +142,16 @@ func buildRuntime(out, python string) (*RuntimeManifest, error) {
 		}
 	}
 	sort.Strings(m.Trimmed)
-	v, err := exec.Command(filepath.Join(out, "bin", "python3"), "-I", "-c", "import sys; print(sys.version.split()[0])").Output()
+	// Byte-code compiled now, in the unchecked-hash mode: the slot is
+	// read-only to the daemon and its workers (no __pycache__ can be
+	// written there), and the sources never change under an installed
+	// slot, so the .pyc files are used as they are.
+	py := filepath.Join(out, "bin", "python3")
+	if b, err := exec.Command(py, "-I", "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash",
+		filepath.Join(out, "lib", "python3.11")).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("compileall: %v: %s", err, b)
+	}
+	v, err := exec.Command(py, "-I", "-B", "-c", "import sys; print(sys.version.split()[0])").Output()
 	if err != nil {
 		return nil, fmt.Errorf("the copied runtime does not run: %w", err)
 	}
