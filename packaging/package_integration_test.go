@@ -155,7 +155,9 @@ tags:
   - {path: Line1/Pump/Setpoint, device: sim, address: memory, type: float64, units: rpm}
 `
 
-func rmArch() string { return strings.TrimSpace(string(must(exec.Command("go", "env", "GOARCH").Output()))) }
+func rmArch() string {
+	return strings.TrimSpace(string(must(exec.Command("go", "env", "GOARCH").Output())))
+}
 
 func must(b []byte, err error) []byte {
 	if err != nil {
