@@ -32,6 +32,23 @@ var (
 	ErrBusy       = errors.New("a flash cannot start now")
 )
 
+// Kind names the rule a refused bundle broke, for front doors that map it
+// to a status or a problem type: "unknown_key", "signature", "hash",
+// "format", "arch", "downgrade", "upgrade_path", "too_large", "busy"; ""
+// for other errors (I/O: the appliance's fault, not the bundle's).
+func Kind(err error) string {
+	for _, k := range []struct {
+		err  error
+		kind string
+	}{{ErrUnknownKey, "unknown_key"}, {ErrSignature, "signature"}, {ErrHash, "hash"}, {ErrFormat, "format"},
+		{ErrArch, "arch"}, {ErrDowngrade, "downgrade"}, {ErrUpgradePath, "upgrade_path"}, {ErrTooLarge, "too_large"}, {ErrBusy, "busy"}} {
+		if errors.Is(err, k.err) {
+			return k.kind
+		}
+	}
+	return ""
+}
+
 const (
 	entryManifest = "manifest.json"
 	entrySig      = "manifest.sig"

@@ -121,6 +121,8 @@ func flash(ctx context.Context, r io.Reader, opts *FlashOptions) (Result, error)
 		return res, err
 	}
 	// Signed, for this appliance: from here on the bytes are spooled.
+	_, statErr := os.Stat(stage)
+	made := errors.Is(statErr, fs.ErrNotExist)
 	if err := os.MkdirAll(stage, 0o700); err != nil {
 		return res, fmt.Errorf("firmware: %w", err)
 	}
@@ -131,7 +133,9 @@ func flash(ctx context.Context, r io.Reader, opts *FlashOptions) (Result, error)
 	defer func() {
 		tmp.Close()
 		os.Remove(tmp.Name())
-		os.Remove(stage) // only when empty: a refused bundle leaves no trace
+		if made {
+			os.Remove(stage) // only when empty: a refused bundle leaves no trace
+		}
 	}()
 	if err := in.spoolTo(tmp); err != nil {
 		return res, err
@@ -481,7 +485,8 @@ func InstallPending(ctx context.Context, opts FlashOptions) (bool, Result, error
 	clear := func() {
 		os.Remove(path)
 		os.Remove(filepath.Join(stage, PendingMeta))
-		_ = slots.SyncDir(stage)
+		os.Remove(stage) // when empty
+		_ = slots.SyncDir(opts.Layout.DataDir)
 	}
 	if st, err := slots.Load(opts.Layout); err == nil && meta.SHA256 != "" && st.Slots[st.Active].Bundle == meta.SHA256 {
 		clear()
