@@ -284,3 +284,52 @@ func retar(t *testing.T, b []byte, edit func(string, []byte) []byte) []byte {
 	zw.Close()
 	return out.Bytes()
 }
+
+func TestStageAndApplyPending_OnAFreshAppliance(t *testing.T) {
+	a := newAppliance(t)
+	var buf bytes.Buffer
+	if _, err := Write(context.Background(), &buf, a.opts()); err != nil {
+		t.Fatal(err)
+	}
+	// the fresh appliance: a store of its own, with a bootstrap token
+	fresh := filepath.Join(t.TempDir(), "data")
+	db, err := store.Open(filepath.Join(fresh, store.FileName), store.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	os.WriteFile(filepath.Join(fresh, "bootstrap-token"), []byte("new\n"), 0o600)
+
+	bad := bytes.Clone(buf.Bytes())
+	bad[len(bad)/2] ^= 1
+	if _, err := StagePending(context.Background(), bytes.NewReader(bad), RestoreOptions{DataDir: fresh}); err == nil {
+		t.Fatal("a damaged backup was staged")
+	}
+	if _, err := os.Stat(filepath.Join(fresh, PendingDir)); err == nil {
+		t.Fatal("a refused backup left the restore dir")
+	}
+	if _, err := StagePending(context.Background(), bytes.NewReader(buf.Bytes()), RestoreOptions{DataDir: fresh}); err != nil {
+		t.Fatal(err)
+	}
+	ok, res, err := ApplyPending(context.Background(), RestoreOptions{DataDir: fresh})
+	if err != nil || !ok || res.DroppedAPIKeys != 1 {
+		t.Fatalf("apply: %v %+v %v", ok, res, err)
+	}
+	if ok, _, _ := ApplyPending(context.Background(), RestoreOptions{DataDir: fresh}); ok {
+		t.Fatal("applied twice")
+	}
+	db, err = store.Open(filepath.Join(fresh, store.FileName), store.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if u, err := db.User("eng"); err != nil || u.Name != "eng" {
+		t.Fatalf("restored user: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(fresh, "bootstrap-token")); err == nil {
+		t.Fatal("the replaced store's bootstrap token is still there")
+	}
+	if b, _ := os.ReadFile(filepath.Join(fresh, PendingDir, ResultFile)); !strings.Contains(string(b), `"ok": true`) {
+		t.Fatalf("result file: %s", b)
+	}
+}

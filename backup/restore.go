@@ -93,7 +93,7 @@ func Restore(ctx context.Context, r io.Reader, opts RestoreOptions) (RestoreResu
 	}
 	defer os.RemoveAll(stage)
 
-	m, sums, raw, sig, err := unpackAll(ctx, r, stage, opts.MaxSize)
+	m, sums, raw, sig, err := unpackAll(ctx, r, stageSink(stage), opts.MaxSize)
 	if err != nil {
 		return res, err
 	}
@@ -127,7 +127,14 @@ func Restore(ctx context.Context, r io.Reader, opts RestoreOptions) (RestoreResu
 		return res, err
 	}
 	if !opts.KeepCredentials {
-		if res.DroppedAPIKeys, res.DroppedSessions, err = db.DropCredentials(BootstrapMeta); err != nil {
+		// An unprovisioned appliance's bootstrap-token hash goes (the daemon
+		// makes a new token); a provisioned one's empty marker stays, so no
+		// new token is issued and the carried users log in.
+		var drop []string
+		if h, err := db.Meta(BootstrapMeta); err == nil && len(h) > 0 {
+			drop = append(drop, BootstrapMeta)
+		}
+		if res.DroppedAPIKeys, res.DroppedSessions, err = db.DropCredentials(drop...); err != nil {
 			return res, err
 		}
 	}
@@ -168,9 +175,32 @@ func Restore(ctx context.Context, r io.Reader, opts RestoreOptions) (RestoreResu
 	return res, nil
 }
 
-// unpackAll stages every entry, hashing it, and returns the manifest (read
-// from the end of the stream) with the hashes seen.
-func unpackAll(ctx context.Context, r io.Reader, stage string, max int64) (*Manifest, map[string]Entry, []byte, []byte, error) {
+// sink receives one entry's bytes; done is called once they are written.
+type sink func(name string) (w io.Writer, done func() error, err error)
+
+// stageSink writes entries under dir, fsync'd.
+func stageSink(dir string) sink {
+	return func(name string) (io.Writer, func() error, error) {
+		dst := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+			return nil, nil, err
+		}
+		f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return nil, nil, err
+		}
+		return f, func() error { return errors.Join(f.Sync(), f.Close()) }, nil
+	}
+}
+
+// discardSink checks without writing.
+func discardSink(string) (io.Writer, func() error, error) {
+	return io.Discard, func() error { return nil }, nil
+}
+
+// unpackAll hands every entry to put, hashing it, and returns the manifest
+// (read from the end of the stream) with the hashes seen.
+func unpackAll(ctx context.Context, r io.Reader, put sink, max int64) (*Manifest, map[string]Entry, []byte, []byte, error) {
 	gz, err := gzip.NewReader(r)
 	if err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("%w: %w", ErrFormat, err)
@@ -218,19 +248,13 @@ func unpackAll(ctx context.Context, r io.Reader, stage string, max int64) (*Mani
 		if total += h.Size; total > max {
 			return nil, nil, nil, nil, fmt.Errorf("%w: more than %d bytes", ErrFormat, max)
 		}
-		dst := filepath.Join(stage, filepath.FromSlash(h.Name))
-		if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
-			return nil, nil, nil, nil, err
-		}
-		f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		w, done, err := put(h.Name)
 		if err != nil {
 			return nil, nil, nil, nil, err
 		}
 		hs := sha256.New()
-		n, err := io.Copy(io.MultiWriter(f, hs), tr)
-		serr := f.Sync()
-		cerr := f.Close()
-		if err := errors.Join(err, serr, cerr); err != nil {
+		n, err := io.Copy(io.MultiWriter(w, hs), tr)
+		if err := errors.Join(err, done()); err != nil {
 			return nil, nil, nil, nil, fmt.Errorf("backup: restore %s: %w", h.Name, err)
 		}
 		sums[h.Name] = Entry{Name: h.Name, Size: n, SHA256: hex.EncodeToString(hs.Sum(nil))}

@@ -455,3 +455,29 @@ func TestFlash_ContextCancelled(t *testing.T) {
 }
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+func TestKeygenFileAndSignFile(t *testing.T) {
+	f := newFixture(t)
+	dir := t.TempDir()
+	priv := filepath.Join(dir, "release.key")
+	pub, err := KeygenFile("release-2026", priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(priv); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key mode %v", fi.Mode())
+	}
+	if _, err := KeygenFile("again", priv); err == nil || !strings.Contains(err.Error(), "not overwriting") {
+		t.Fatalf("overwrote a key: %v", err)
+	}
+	in := filepath.Join(dir, "b.qfw")
+	os.WriteFile(in, f.bundle("1.1.0", runtime.GOARCH, "", f.key), 0o644)
+	if _, err := SignFile(in, "", priv); err != nil {
+		t.Fatal(err)
+	}
+	keys, _ := ParseTrustedKeys(pub)
+	b, _ := os.ReadFile(in)
+	if _, err := Verify(bytes.NewReader(b), keys); err != nil {
+		t.Fatalf("signed bundle: %v", err)
+	}
+}
