@@ -21,8 +21,28 @@ build: deps-go
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/qubiqd ./cmd/qubiqd
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/qubiqctl ./cmd/qubiqctl
 
-run: build deps-system
-	PYTHON_PATH=$(PYTHON) $(BIN)/qubiqd --config examples/demo/qubiq.yaml
+# The demo runs from a copy of examples/demo in var/ (made at the first run;
+# delete var/ to start afresh), so the store, project imports and script
+# pushes never rewrite tracked files. LISTEN=host:port (a make variable or an
+# environment variable) serves the API there instead of the config's
+# http.listen, without editing any file: the run uses var/.run.yaml, a copy
+# of var/qubiq.yaml with that one value replaced.
+LISTEN ?=
+DEMO   := var
+run: build
+	@scripts/ensure-deps.sh demo
+	@if [ ! -f $(DEMO)/qubiq.yaml ]; then \
+	  mkdir -p $(DEMO) && cp -R examples/demo/. $(DEMO)/ && \
+	  echo "make run: copied examples/demo to $(DEMO)/ (edit it there; delete $(DEMO)/ to start afresh)"; fi
+	@cfg=$(DEMO)/qubiq.yaml; \
+	if [ -n "$(LISTEN)" ]; then \
+	  cfg=$(DEMO)/.run.yaml; \
+	  awk -v l='$(LISTEN)' 'BEGIN{h=0;d=0} /^http:/{h=1;print;next} h&&/^[^ #]/{h=0} \
+	    h&&!d&&/^[ ]+listen:/{sub(/listen:.*/,"listen: \"" l "\"");d=1} {print} END{exit !d}' \
+	    $(DEMO)/qubiq.yaml > $$cfg || { echo "make run: LISTEN=$(LISTEN): $(DEMO)/qubiq.yaml has no http.listen line to replace" >&2; exit 2; }; \
+	fi; \
+	echo "PYTHON_PATH=$(PYTHON) $(BIN)/qubiqd --config $$cfg"; \
+	PYTHON_PATH=$(PYTHON) exec $(BIN)/qubiqd --config $$cfg
 
 deps: deps-go deps-system
 

@@ -1,5 +1,6 @@
-// Package client is the Go client of the QUBIQ Edge REST API (DESIGN.md,
-// "REST"), used by qubiqctl and by tests. Every method maps to one route,
+// Package client is the Go client of the QUBIQ Edge REST API (the routes
+// are listed in docs/security.md, "What each route needs"), used by
+// qubiqctl and by tests. Every method maps to one route,
 // sends and returns the wire structs of api/apitypes, and reports an error
 // answer as a *ProblemError.
 //
@@ -59,7 +60,7 @@ func New(baseURL, apiKey string, hc *http.Client) (*Client, error) {
 }
 
 // ProblemError is an error answer of the API (application/problem+json,
-// DESIGN.md REST "Errors"): Status is the HTTP status, Kind the machine
+// RFC 9457): Status is the HTTP status, Kind the machine
 // reason ("permission_denied", "timeout", "busy", ...), Detail the human
 // explanation (it names the missing scope, the bad field, ...). An error
 // answer that is not a problem document (a proxy's page) becomes a

@@ -1,30 +1,74 @@
 #!/usr/bin/env bash
-# Installs and starts what QUBIQ Edge's demo and tests need, only what is
-# missing: Debian packages (apt-get), a running PostgreSQL with a test role
-# and database. Needs root (or sudo) when something must be installed.
+# Installs what QUBIQ Edge needs, only what is missing, for one of two sets:
+#
+#   scripts/ensure-deps.sh demo   what `make run` needs: python3 (the script
+#                                 workers' interpreter). Nothing else.
+#   scripts/ensure-deps.sh test   what `make test` and the benchmarks need
+#                                 (the default): python3, python3-pymodbus,
+#                                 python3-pip, socat, chromium, nodejs, npm,
+#                                 postgresql, and a running PostgreSQL cluster
+#                                 with the test role and database qubiq_test
+#                                 (password qubiq_test, on 127.0.0.1:5432).
+#   scripts/ensure-deps.sh --list demo|test   print the Debian packages of a
+#                                 set and exit.
+#
+# Debian packages come from apt-get; it needs root (or sudo) only when
+# something is missing. Go modules are not handled here (`go mod download`).
 set -euo pipefail
+
+set_name=test
+list_only=0
+for a in "$@"; do
+  case "$a" in
+    demo|test) set_name=$a ;;
+    --list) list_only=1 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    *) echo "ensure-deps.sh: unknown argument '$a' (want demo, test or --list)" >&2; exit 2 ;;
+  esac
+done
+
+# The packages of each set, with the check that tells whether one is there.
+demo_pkgs=(python3)
+test_pkgs=(python3 python3-pymodbus python3-pip socat chromium nodejs npm postgresql)
+
+have() {
+  case "$1" in
+    python3) [ -x /usr/bin/python3 ] ;;
+    python3-pymodbus) /usr/bin/python3 -c 'import pymodbus' 2>/dev/null ;;   # Modbus peers of the tests
+    python3-pip) /usr/bin/python3 -m pip --version >/dev/null 2>&1 ;;        # sandbox package installs
+    socat) command -v socat >/dev/null 2>&1 ;;                               # Modbus RTU over a pty pair
+    chromium) [ -x /usr/bin/chromium ] ;;                                    # LiveView end-to-end tests
+    nodejs) command -v node >/dev/null 2>&1 ;;                               # node-opcua, playwright-core
+    npm) command -v npm >/dev/null 2>&1 ;;
+    postgresql) command -v pg_ctlcluster >/dev/null 2>&1 ;;                  # system.db on PostgreSQL
+    *) return 1 ;;
+  esac
+}
+
+if [ "$set_name" = demo ]; then pkgs=("${demo_pkgs[@]}"); else pkgs=("${test_pkgs[@]}"); fi
+if [ "$list_only" = 1 ]; then
+  echo "${pkgs[*]}"
+  exit 0
+fi
 
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
 
 need=()
-[ -x /usr/bin/python3 ] || need+=(python3)
-/usr/bin/python3 -c 'import pymodbus' 2>/dev/null || need+=(python3-pymodbus)
-/usr/bin/python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)     # sandbox package installs
-command -v socat >/dev/null 2>&1 || need+=(socat)                           # Modbus RTU over a pty pair
-[ -x /usr/bin/chromium ] || need+=(chromium)                                # LiveView end-to-end test
-command -v node >/dev/null 2>&1 || need+=(nodejs)                           # node-opcua, playwright-core
-command -v npm >/dev/null 2>&1 || need+=(npm)
-command -v pg_ctlcluster >/dev/null 2>&1 || need+=(postgresql)              # system.db on PostgreSQL
-
+for p in "${pkgs[@]}"; do
+  have "$p" || need+=("$p")
+done
 if [ ${#need[@]} -gt 0 ]; then
-  echo "installing Debian packages: ${need[*]}"
+  echo "installing Debian packages ($set_name set): ${need[*]}"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}"
 fi
 
-# PostgreSQL: start the newest cluster when nothing answers on 5432, then
-# make the test role and database (password auth, so no pg_hba change).
+[ "$set_name" = test ] || exit 0
+
+# PostgreSQL for the system.db tests: start the newest cluster when nothing
+# answers on 5432, then make the test role and database (password auth, so
+# no pg_hba change).
 if ! pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
   ver=$(ls /etc/postgresql 2>/dev/null | sort -V | tail -1)
   if [ -z "$ver" ]; then

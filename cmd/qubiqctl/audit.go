@@ -12,7 +12,7 @@ var auditFlags struct {
 	limit int
 }
 
-// The audit command (DESIGN.md, "Binaries": audit): lists the audit log,
+// The audit command (docs/security.md, "The audit log"): lists the audit log,
 // oldest first, over GET /api/v1/audit (permission users_admin).
 func init() {
 	commands["audit"] = command{name: "audit", args: "[--after SEQ] [--limit N]",

@@ -60,9 +60,10 @@ func TestRun_DevicesCerts_Errors(t *testing.T) {
 		code int
 		err  string
 	}{
-		{"no action", []string{"devices", "certs"}, exitUsage, "missing action"},
-		{"unknown action", []string{"devices", "certs", "delete", "ua1"}, exitUsage, `unknown action "delete"`},
-		{"trust without thumbprint", []string{"devices", "certs", "trust", "ua1"}, exitUsage, "want trust DEVICE THUMBPRINT"},
+		{"no action", []string{"devices", "certs"}, exitUsage, "devices certs: missing subcommand\nusage: qubiqctl devices certs list|trust|reject ..."},
+		{"unknown action", []string{"devices", "certs", "delete", "ua1"}, exitUsage, `unknown subcommand "devices certs delete" (devices certs has: list, trust, reject)`},
+		{"trust without thumbprint", []string{"devices", "certs", "trust", "ua1"}, exitUsage,
+			"want DEVICE THUMBPRINT, got 1 argument(s)\nusage: qubiqctl devices certs trust DEVICE THUMBPRINT\n"},
 		{"unknown thumbprint", []string{"devices", "certs", "trust", "ua1", "ffffffffffffffffffffffffffffffffffffffff"}, exitError, "(HTTP 404, not_found)"},
 	}
 	for _, tt := range tests {

@@ -14,14 +14,6 @@ import (
 	"qubiq.dev/edge/value"
 )
 
-// groups lists the subcommands of each command group, for usage messages.
-var groups = map[string][]string{
-	"tags":    {"list", "read", "write"},
-	"scripts": {"push", "run", "lint", "list"},
-	"apikeys": {"create", "list", "revoke"},
-	"devices": {"list", "plan"},
-}
-
 // commands is every subcommand, by its full name.
 var commands = map[string]command{
 	"status": {name: "status", help: "Show the daemon's health: status, reasons, sandbox, devices. Exit 1 when it is failed.",
@@ -31,17 +23,14 @@ var commands = map[string]command{
 		flags: func(fs *flag.FlagSet, o *opts) {
 			fs.StringVar(&o.passwordFile, "password-file", "", "file holding the password (- for stdin)")
 		}, run: cmdProvision},
-	"tags list": {name: "tags list", help: "List the project's tags.", run: cmdTagsList},
-	"tags read": {name: "tags read", args: "PATH...", help: "Read tag values (value, quality, timestamp).",
-		run: cmdTagsRead},
 	"tags write": {name: "tags write", args: "PATH=VALUE...",
 		help: `Write tags; VALUE is JSON when it parses (42, true, "42", [1,2]), else a string. Exit 1 unless every write is Good.`,
-		run:  cmdTagsWrite},
+		run:  cmdTagsWrite, complete: completeTags},
 	"scripts push": {name: "scripts push", args: "MODULE FILE", help: "Save FILE (- for stdin) as the next version of MODULE.",
 		run: cmdScriptsPush},
 	"scripts run": {name: "scripts run", args: "MODULE.ENTRY [--args JSON]", help: "Run a gateway script entry and print its result.",
 		flags: func(fs *flag.FlagSet, o *opts) {
-			fs.StringVar(&o.args, "args", "", "JSON value passed to the entry as args")
+			fs.StringVar(&o.args, "args", "", "JSON value passed to the entry as args (default {})")
 		}, run: cmdScriptsRun, defaultTimeout: defaultRunTimeout},
 	"scripts lint": {name: "scripts lint", args: "FILE", help: "Lint FILE (- for stdin); exit 1 when a diagnostic is an error.",
 		run: cmdScriptsLint},
@@ -59,9 +48,6 @@ var commands = map[string]command{
 		}, run: cmdAPIKeysCreate},
 	"apikeys list":   {name: "apikeys list", help: "List API keys (never their tokens).", run: cmdAPIKeysList},
 	"apikeys revoke": {name: "apikeys revoke", args: "ID", help: "Revoke an API key.", run: cmdAPIKeysRevoke},
-	"devices list":   {name: "devices list", help: "List devices and their state.", run: cmdDevicesList},
-	"devices plan": {name: "devices plan", args: "DEVICE", help: "Show the requests one scan of a device sends (function code, unit, start, count, tags).",
-		run: cmdDevicesPlan},
 }
 
 func nargs(args []string, min, max int, what string) error {
@@ -113,42 +99,6 @@ func cmdProvision(ctx context.Context, c *cli, o *opts, args []string) error {
 	}
 	fmt.Fprintln(c.stdout, "provisioned: the admin password is set and the bootstrap token revoked")
 	return nil
-}
-
-func cmdTagsList(ctx context.Context, c *cli, _ *opts, args []string) error {
-	if err := nargs(args, 0, 0, "no arguments"); err != nil {
-		return err
-	}
-	tags, err := c.c.ListTags(ctx)
-	if err != nil {
-		return err
-	}
-	if c.g.json {
-		return c.printJSON(tags)
-	}
-	t := newTable(c.stdout, "PATH", "TYPE", "DEVICE", "ADDRESS", "WRITE LEVEL", "READ-ONLY", "UNITS")
-	for _, x := range tags {
-		t.row(x.Path, x.Type, x.Device, x.Address, x.WriteLevel, yesNo(x.ReadOnly), x.Units)
-	}
-	return t.flush()
-}
-
-func cmdTagsRead(ctx context.Context, c *cli, _ *opts, args []string) error {
-	if err := nargs(args, 1, -1, "PATH..."); err != nil {
-		return err
-	}
-	vals, err := c.c.ReadTags(ctx, args...)
-	if err != nil {
-		return err
-	}
-	if c.g.json {
-		return c.printJSON(vals)
-	}
-	t := newTable(c.stdout, "PATH", "VALUE", "QUALITY", "TIMESTAMP", "REASON")
-	for _, v := range vals {
-		t.row(v.Path, formatValue(v.Value), v.Quality, v.Timestamp.UTC().Format(tableTime), v.Reason)
-	}
-	return t.flush()
 }
 
 // parseWrite parses PATH=VALUE: VALUE as JSON (integers exact) when it
@@ -254,7 +204,9 @@ func cmdScriptsRun(ctx context.Context, c *cli, o *opts, args []string) error {
 	if !ok || module == "" || entry == "" || strings.Contains(entry, ".") {
 		return usagef("scripts run: %q is not MODULE.ENTRY", args[0])
 	}
-	var raw json.RawMessage
+	// Without --args the entry gets {} (docs/scripting.md, "args and the
+	// result"), sent explicitly.
+	raw := json.RawMessage("{}")
 	if o.args != "" {
 		if !json.Valid([]byte(o.args)) {
 			return usagef("scripts run: --args %q is not JSON (quote strings: --args '\"text\"')", o.args)
@@ -415,40 +367,4 @@ func cmdAPIKeysRevoke(ctx context.Context, c *cli, _ *opts, args []string) error
 	}
 	fmt.Fprintf(c.stdout, "revoked %s\n", args[0])
 	return nil
-}
-
-func cmdDevicesList(ctx context.Context, c *cli, _ *opts, args []string) error {
-	if err := nargs(args, 0, 0, "no arguments"); err != nil {
-		return err
-	}
-	devs, err := c.c.ListDevices(ctx)
-	if err != nil {
-		return err
-	}
-	if c.g.json {
-		return c.printJSON(devs)
-	}
-	t := newTable(c.stdout, "NAME", "DRIVER", "STATE", "TAGS", "REASON")
-	for _, d := range devs {
-		t.row(d.Name, d.Driver, d.State, fmt.Sprint(d.Tags), d.Reason)
-	}
-	return t.flush()
-}
-
-func cmdDevicesPlan(ctx context.Context, c *cli, _ *opts, args []string) error {
-	if err := nargs(args, 1, 1, "DEVICE"); err != nil {
-		return err
-	}
-	plan, err := c.c.DevicePlan(ctx, args[0])
-	if err != nil {
-		return err
-	}
-	if c.g.json {
-		return c.printJSON(plan)
-	}
-	t := newTable(c.stdout, "SCAN", "FC", "UNIT", "START", "COUNT", "TAGS")
-	for _, p := range plan {
-		t.row(p.Scan, fmt.Sprintf("%02d", p.FunctionCode), fmt.Sprint(p.UnitID), fmt.Sprint(p.Start), fmt.Sprint(p.Count), strings.Join(p.Tags, ","))
-	}
-	return t.flush()
 }

@@ -9,7 +9,8 @@ import (
 )
 
 // TestDeps_Qubiqctl checks that the CLI links client, api/apitypes, value
-// and the standard library only (DESIGN.md: the CLI talks to the API only).
+// and the standard library only: the CLI talks to the API only, and links
+// no daemon code (docs/qubiqctl.md).
 func TestDeps_Qubiqctl(t *testing.T) {
 	const pkg = "qubiq.dev/edge/cmd/qubiqctl"
 	deptest.OnlyProject(t, pkg, "qubiq.dev/edge/client!", "qubiq.dev/edge/api/apitypes!", "qubiq.dev/edge/value!")

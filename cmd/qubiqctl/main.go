@@ -1,11 +1,15 @@
 // Command qubiqctl is the technician CLI of QUBIQ Edge: it talks HTTP(S) to
-// a running qubiqd through package client only (DESIGN.md, "Binaries").
+// a running qubiqd through package client only (docs/qubiqctl.md, the
+// command reference).
 //
 // Global flags (before or after the subcommand): --url (QUBIQ_URL, default
 // http://127.0.0.1:8080), --api-key (QUBIQ_API_KEY), --json (print the
 // API's JSON instead of a table), --timeout (per request, default 30s;
-// scripts run defaults to 10m30s). Exit codes: 0 ok, 1 error (the problem's
-// detail on stderr), 2 usage.
+// scripts run defaults to 10m30s), --tls-fingerprint
+// (QUBIQ_TLS_FINGERPRINT). Exit codes: 0 ok, 1 error (the problem's detail
+// on stderr), 2 usage (the one usage line of the command concerned).
+// `qubiqctl help [COMMAND]` and `qubiqctl COMMAND --help` print help;
+// `qubiqctl completion bash|zsh` prints a shell completion script.
 package main
 
 import (
@@ -17,7 +21,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -26,14 +29,14 @@ import (
 	"qubiq.dev/edge/client"
 )
 
-// Defaults of the global flags (DESIGN.md, "Binaries").
+// Defaults of the global flags (docs/qubiqctl.md, "Global flags").
 const (
 	defaultURL        = "http://127.0.0.1:8080"
 	defaultTimeout    = 30 * time.Second
 	defaultRunTimeout = 10*time.Minute + 30*time.Second // python.gateway_timeout max + margin
 )
 
-// Exit codes (DESIGN.md, "Binaries").
+// Exit codes (docs/qubiqctl.md, "Exit codes").
 const (
 	exitOK    = 0
 	exitError = 1
@@ -78,24 +81,46 @@ type cli struct {
 	c              *client.Client
 }
 
-// usageError is a wrong invocation: run prints it and the usage, exit 2.
-type usageError struct{ msg string }
+// usageError is a wrong invocation: run prints it, the one usage line of
+// the command it concerns and where to read more, and exits 2.
+type usageError struct {
+	msg string
+	// cmd is the command (or command group, "tags") the error concerns;
+	// "" is the top level. run fills it in for errors of a command.
+	cmd string
+}
 
 // Error returns the message.
 func (e *usageError) Error() string { return e.msg }
 
-func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+func usagef(format string, args ...any) error { return &usageError{msg: fmt.Sprintf(format, args...)} }
 
-// command is one subcommand: "status", or "tags read" in group "tags".
+// helpRequest is -h, --help or help asked for a command or group (cmd; ""
+// for the top level): run prints its help on stdout and exits 0.
+type helpRequest struct{ cmd string }
+
+// Error says what was asked.
+func (h *helpRequest) Error() string { return "help for " + h.cmd }
+
+// command is one subcommand: "status", "tags read", "devices certs trust".
 type command struct {
 	name  string // "tags read"
 	args  string // usage of its positional arguments and flags
-	help  string
+	help  string // one line (or a few) shown in listings
+	long  string // more paragraphs, shown by qubiqctl help CMD
 	flags func(fs *flag.FlagSet, o *opts)
 	run   func(ctx context.Context, c *cli, o *opts, args []string) error
 	// defaultTimeout, when set, replaces defaultTimeout if --timeout is
 	// not given.
 	defaultTimeout time.Duration
+	// local commands need no daemon (help, completion).
+	local bool
+	// hidden commands are not listed (the completion helper).
+	hidden bool
+	// complete, when set, returns candidates for a positional argument
+	// (tag paths, device names), asking the daemon; nil candidates let the
+	// shell complete file names.
+	complete func(ctx context.Context, c *cli, pos []string, word string) []string
 }
 
 // opts holds the subcommand-specific flags of every command.
@@ -118,19 +143,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(io.Discard)
 	c.g.register(fs)
 	if err := fs.Parse(args); err != nil {
-		return c.usage(err)
+		if errors.Is(err, flag.ErrHelp) {
+			return c.report(&helpRequest{})
+		}
+		return c.report(&usageError{msg: err.Error()})
 	}
 	rest := fs.Args()
 	if len(rest) == 0 {
-		return c.usage(usagef("missing subcommand"))
+		return c.report(usagef("missing command"))
 	}
 	if rest[0] == "help" {
-		printUsage(stdout)
-		return exitOK
+		return c.report(helpFor(rest[1:]))
 	}
 	cmd, rest, err := lookup(rest)
 	if err != nil {
-		return c.usage(err)
+		return c.report(err)
 	}
 
 	var o opts
@@ -141,8 +168,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		cmd.flags(sfs, &o)
 	}
 	pos, err := parseInterspersed(sfs, rest)
+	if errors.Is(err, flag.ErrHelp) {
+		return c.report(&helpRequest{cmd: cmd.name})
+	}
 	if err != nil {
-		return c.usage(fmt.Errorf("%s: %w", cmd.name, err))
+		return c.report(&usageError{msg: fmt.Sprintf("%s: %v", cmd.name, err), cmd: cmd.name})
 	}
 	for _, f := range []*flag.FlagSet{fs, sfs} {
 		f.Visit(func(f *flag.Flag) { c.g.timeoutSet = c.g.timeoutSet || f.Name == "timeout" })
@@ -151,12 +181,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		c.g.timeout = cmd.defaultTimeout
 	}
 	if c.g.timeout <= 0 {
-		return c.usage(usagef("--timeout must be positive"))
+		return c.report(&usageError{msg: "--timeout must be positive", cmd: cmd.name})
 	}
 	if c.c, err = client.New(c.g.url, c.g.apiKey, c.httpClient()); err != nil {
-		return c.usage(usagef("--url: %v", err))
+		return c.report(&usageError{msg: fmt.Sprintf("--url: %v", err), cmd: cmd.name})
 	}
-	return c.report(cmd.run(ctx, c, &o, pos))
+	err = cmd.run(ctx, c, &o, pos)
+	var ue *usageError
+	if errors.As(err, &ue) && ue.cmd == "" {
+		ue.cmd = cmd.name
+	}
+	return c.report(err)
 }
 
 func envOr(key, def string) string {
@@ -166,24 +201,31 @@ func envOr(key, def string) string {
 	return def
 }
 
-// lookup finds the command named by the first one or two words of args and
-// returns the arguments after them.
+// lookup finds the command named by the first one, two or three words of
+// args (the longest that names one) and returns the arguments after it. A
+// group without a known subcommand is a usage error of that group; -h or
+// --help after a group asks for its help.
 func lookup(args []string) (command, []string, error) {
-	if c, ok := commands[args[0]]; ok {
-		return c, args[1:], nil
+	for n := min(3, len(args)); n >= 1; n-- {
+		if c, ok := commands[strings.Join(args[:n], " ")]; ok {
+			return c, args[n:], nil
+		}
 	}
-	if _, ok := groups[args[0]]; !ok {
-		return command{}, nil, usagef("unknown subcommand %q", args[0])
+	for n := min(2, len(args)); n >= 1; n-- {
+		g := strings.Join(args[:n], " ")
+		if len(subcommands(g)) == 0 {
+			continue
+		}
+		switch {
+		case len(args) == n:
+			return command{}, nil, &usageError{msg: g + ": missing subcommand", cmd: g}
+		case args[n] == "-h" || args[n] == "--help" || args[n] == "-help":
+			return command{}, nil, &helpRequest{cmd: g}
+		}
+		return command{}, nil, &usageError{msg: fmt.Sprintf("unknown subcommand %q (%s has: %s)",
+			strings.Join(args[:n+1], " "), g, strings.Join(subcommands(g), ", ")), cmd: g}
 	}
-	if len(args) < 2 {
-		return command{}, nil, usagef("%s: missing subcommand (%s)", args[0], strings.Join(groups[args[0]], ", "))
-	}
-	name := args[0] + " " + args[1]
-	c, ok := commands[name]
-	if !ok {
-		return command{}, nil, usagef("unknown subcommand %q (%s has: %s)", name, args[0], strings.Join(groups[args[0]], ", "))
-	}
-	return c, args[2:], nil
+	return command{}, nil, &usageError{msg: fmt.Sprintf("unknown command %q", args[0])}
 }
 
 // parseInterspersed parses fs over args, allowing flags after positional
@@ -206,28 +248,26 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// usage prints err and the usage to stderr and returns exit code 2 (0 for
-// -h/--help, with the usage on stdout).
-func (c *cli) usage(err error) int {
-	if errors.Is(err, flag.ErrHelp) {
-		printUsage(c.stdout)
-		return exitOK
-	}
-	fmt.Fprintf(c.stderr, "qubiqctl: %v\n\n", err)
-	printUsage(c.stderr)
-	return exitUsage
-}
-
-// report prints err and returns the exit code: 0 for nil, 2 for a usage
-// error, 1 otherwise (a problem answer prints its detail, status and kind).
+// report prints err and returns the exit code: 0 for nil and for a help
+// request (the help on stdout), 2 for a usage error (the error, the usage
+// line of its command and where to read more, on stderr), 1 otherwise (a
+// problem answer prints its detail, status and kind).
 func (c *cli) report(err error) int {
 	var ue *usageError
+	var hr *helpRequest
 	var pe *client.ProblemError
 	switch {
 	case err == nil:
 		return exitOK
+	case errors.As(err, &hr):
+		if err := printHelp(c.stdout, hr.cmd); err != nil {
+			return c.report(err)
+		}
+		return exitOK
 	case errors.As(err, &ue):
-		return c.usage(err)
+		fmt.Fprintf(c.stderr, "qubiqctl: %s\n", ue.msg)
+		printUsageLine(c.stderr, ue.cmd)
+		return exitUsage
 	case errors.As(err, &pe):
 		if c.g.json {
 			// --json prints the API's problem document too, for scripts.
@@ -245,32 +285,4 @@ func (c *cli) report(err error) int {
 		}
 	}
 	return exitError
-}
-
-func printUsage(w io.Writer) {
-	fmt.Fprint(w, `usage: qubiqctl [--url URL] [--api-key KEY] [--json] [--timeout D] COMMAND [ARGS]
-
-Talks to a running qubiqd over its REST API.
-
-global flags (also accepted after COMMAND):
-  --url URL        daemon URL (env QUBIQ_URL; default `+defaultURL+`)
-  --api-key KEY    API key (env QUBIQ_API_KEY)
-  --json           print the API's JSON instead of a table
-  --timeout D      timeout of each request (default 30s; scripts run: 10m30s)
-  --tls-fingerprint SHA256
-                   trust the daemon's self-signed certificate with this
-                   fingerprint (env QUBIQ_TLS_FINGERPRINT; see status or the log)
-
-commands:
-`)
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		c := commands[n]
-		fmt.Fprintf(w, "  %s\n      %s\n", strings.TrimSpace(n+" "+c.args), c.help)
-	}
-	fmt.Fprint(w, "\nexit codes: 0 ok, 1 error, 2 usage\n")
 }

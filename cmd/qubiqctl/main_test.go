@@ -60,6 +60,20 @@ func newFakeDaemon(t *testing.T, answers map[string]answer) *fakeDaemon {
 	return f
 }
 
+// find returns the last request of method and path.
+func (f *fakeDaemon) find(t *testing.T, method, path string) recorded {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := len(f.reqs) - 1; i >= 0; i-- {
+		if f.reqs[i].method == method && f.reqs[i].path == path {
+			return f.reqs[i]
+		}
+	}
+	t.Fatalf("the daemon got no %s %s", method, path)
+	return recorded{}
+}
+
 func (f *fakeDaemon) last(t *testing.T) recorded {
 	t.Helper()
 	f.mu.Lock()
@@ -141,7 +155,7 @@ func TestRun_TagsRead_Table(t *testing.T) {
 	if out != want {
 		t.Errorf("output:\n%s\nwant:\n%s", out, want)
 	}
-	if r := d.last(t); r.body != `{"paths":["Line1/Big","Line1/Exact","Line1/Gone"]}` || r.auth != "Bearer k" {
+	if r := d.find(t, "POST", "/api/v1/tags/read"); r.body != `{"paths":["Line1/Big","Line1/Exact","Line1/Gone"]}` || r.auth != "Bearer k" {
 		t.Errorf("request = %+v", r)
 	}
 }
@@ -224,13 +238,13 @@ func TestRun_ExitCodes(t *testing.T) {
 		{"ok", []string{"--url", d.srv.URL, "tags", "list"}, 0, "", false},
 		{"help", []string{"help"}, 0, "", false},
 		{"-h", []string{"-h"}, 0, "", false},
-		{"no subcommand", []string{}, 2, "missing subcommand", true},
-		{"unknown subcommand", []string{"frobnicate"}, 2, `unknown subcommand "frobnicate"`, true},
+		{"no command", []string{}, 2, "missing command", true},
+		{"unknown command", []string{"frobnicate"}, 2, `unknown command "frobnicate"`, true},
 		{"unknown sub-subcommand", []string{"tags", "delete"}, 2, `unknown subcommand "tags delete"`, true},
 		{"group without subcommand", []string{"tags"}, 2, "tags: missing subcommand", true},
 		{"unknown global flag", []string{"--frob", "status"}, 2, "flag provided but not defined: -frob", true},
 		{"unknown subcommand flag", []string{"tags", "list", "--frob"}, 2, "flag provided but not defined: -frob", true},
-		{"missing paths", []string{"tags", "read"}, 2, "want PATH...", true},
+		{"missing paths", []string{"tags", "read"}, 2, "want PATH|FOLDER|PATTERN... | --all", true},
 		{"bad write arg", []string{"tags", "write", "novalue"}, 2, `"novalue" is not PATH=VALUE`, true},
 		{"bad run target", []string{"scripts", "run", "pumps"}, 2, `"pumps" is not MODULE.ENTRY`, true},
 		{"bad run args", []string{"scripts", "run", "pumps.start", "--args", "{oops"}, 2, "is not JSON", true},
@@ -274,7 +288,7 @@ func TestRun_Env_URLAndAPIKey(t *testing.T) {
 	if r := d.last(t); r.auth != "Bearer from-env" {
 		t.Errorf("Authorization = %q, want the env key", r.auth)
 	}
-	if out != "NAME  DRIVER  STATE      TAGS  REASON\nplc1  modbus  connected  12\n" {
+	if out != "NAME  DRIVER  STATE      TAGS  URL  REASON\nplc1  modbus  connected  12    -\n" {
 		t.Errorf("output:\n%q", out)
 	}
 	// The flag wins over the environment, before or after the subcommand.
@@ -342,8 +356,8 @@ func TestRun_Scripts(t *testing.T) {
 		if code != 0 || !strings.Contains(out, `"n": 18446744073709551615`) || !strings.Contains(out, `"duration_ms": 42`) {
 			t.Errorf("exit %d output:\n%s", code, out)
 		}
-		if r := d.last(t); r.body != `{}` {
-			t.Errorf("body without --args = %s, want {}", r.body)
+		if r := d.last(t); r.body != `{"args":{}}` {
+			t.Errorf("body without --args = %s, want {\"args\":{}}", r.body)
 		}
 	})
 	t.Run("lint error exits 1", func(t *testing.T) {

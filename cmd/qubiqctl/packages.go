@@ -19,13 +19,12 @@ import (
 	"qubiq.dev/edge/client"
 )
 
-// The packages commands (DESIGN.md, "Binaries": packages
+// The packages commands (docs/qubiqctl.md, "packages": packages
 // list|install|upload|remove|check): the script sandbox's Python packages,
 // over /api/v1/sandbox/... (permission sandbox_admin). Installs stream
 // pip's progress (NDJSON) to stderr and print the result; --json prints the
 // API's lines as they come.
 func init() {
-	groups["packages"] = []string{"list", "install", "upload", "remove", "check"}
 	ackFlag := func(fs *flag.FlagSet, _ *opts) {
 		fs.BoolVar(&pkgFlags.ack, "acknowledge-widening", false,
 			"acknowledge that the packages widen what scripts can do (without it the install only lists what they widen)")

@@ -17,15 +17,13 @@ import (
 	"qubiq.dev/edge/client"
 )
 
-// The project and tag file commands (DESIGN.md, "Binaries": project
-// import|export, tags import|export with CSV and YAML, tags import
-// --browse DEVICE --root NODE for OPC UA; issues 5 and 6), and devices
+// The project and tag file commands (docs/project.md, "Tag files" and
+// "Import and export"; docs/opcua.md, "Browsing and importing tags"):
+// project import|export, tags import|export with CSV and YAML, tags import
+// --browse DEVICE --root NODE for OPC UA, and devices
 // browse to find the node to start from. Imports are all or nothing: a
 // refused file prints every problem as FILE:LINE: message and exits 1.
 func init() {
-	groups["project"] = []string{"import", "export"}
-	groups["tags"] = append(groups["tags"], "import", "export")
-	groups["devices"] = append(groups["devices"], "browse")
 	commands["project import"] = command{name: "project import", args: "FILE",
 		help: "Replace the project with FILE (YAML or JSON; - for stdin): checked like --check-config, applied without a restart, kept across restarts. Prints what changed.",
 		run:  cmdProjectImport}
@@ -415,8 +413,8 @@ func browseTags(ctx context.Context, b browser, f projectFlags, prefix string) (
 
 var segmentBad = regexp.MustCompile(`[^A-Za-z0-9_.\- ]+`)
 
-// pathSegment makes a browse name a tag path segment (DESIGN.md, Tags and
-// addresses: letters, digits, _ - . and space): other characters become
+// pathSegment makes a browse name a tag path segment (docs/project.md,
+// "Tag paths": letters, digits, _ - . and space): other characters become
 // _, and an empty name takes the node id's.
 func pathSegment(name, nodeID string) string {
 	s := strings.TrimSpace(segmentBad.ReplaceAllString(name, "_"))

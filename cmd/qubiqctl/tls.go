@@ -14,7 +14,7 @@ import (
 // httpClient is the client of every request: the CLI's timeout, and with
 // --tls-fingerprint a TLS check that pins the daemon's certificate by its
 // SHA-256 fingerprint instead of a CA (a self-signed certificate made by
-// http.tls: auto; DESIGN.md, Daemon config).
+// http.tls: auto; docs/config.md, "http").
 func (c *cli) httpClient() *http.Client {
 	hc := &http.Client{Timeout: c.g.timeout}
 	if c.g.tlsPin == "" {

@@ -15,11 +15,11 @@ import (
 	"qubiq.dev/edge/client"
 )
 
-// The users commands (DESIGN.md, "Binaries": users add|passwd|disable|list)
+// The users commands (docs/security.md, "Users and sessions": users
+// add|passwd|disable|list)
 // and the TLS line of status. They call the API with raw requests through
 // do, which answers errors as *client.ProblemError like package client.
 func init() {
-	groups["users"] = []string{"add", "passwd", "disable", "list"}
 	commands["users list"] = command{name: "users list", help: "List users (never their password hashes).", run: cmdUsersList}
 	commands["users add"] = command{name: "users add",
 		args: "--name N --realm platform|operator [--level view|operate|supervise] [--permissions p,q] --password-file FILE",
