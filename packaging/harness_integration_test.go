@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,6 +47,8 @@ type harness struct {
 	stopReq           chan struct{}
 	stopOnce          sync.Once
 	cur               *exec.Cmd
+	trees             map[string]string
+	keyFiles          map[*firmware.SigningKey]string
 }
 
 const startLimit = 15
@@ -55,7 +58,7 @@ func newHarness(t *testing.T) *harness {
 	dir := t.TempDir()
 	h := &harness{t: t, dir: dir, root: filepath.Join(dir, "usr/lib/qubiq"), data: filepath.Join(dir, "var/lib/qubiq"),
 		keys: filepath.Join(dir, "etc/trusted-firmware-keys"), cfg: filepath.Join(dir, "etc/qubiq.yaml"),
-		stopped: make(chan struct{}), stopReq: make(chan struct{})}
+		stopped: make(chan struct{}), stopReq: make(chan struct{}), trees: map[string]string{}, keyFiles: map[*firmware.SigningKey]string{}}
 	for _, d := range []string{filepath.Join(h.root, "slots"), h.data, filepath.Join(dir, "etc")} {
 		os.MkdirAll(d, 0o755)
 	}
@@ -87,7 +90,12 @@ func gobuild(t *testing.T, out, pkg string, ldflags ...string) {
 // (healthy or not, store schema 1 or 2), or the real qubiqd.
 func (h *harness) slotTree(version string, healthy bool, schema int) string {
 	h.t.Helper()
-	tree := filepath.Join(h.dir, "trees", version)
+	id := fmt.Sprintf("%s-%v-%d", version, healthy, schema)
+	if tree, ok := h.trees[id]; ok {
+		return tree
+	}
+	tree := filepath.Join(h.dir, "trees", id)
+	h.trees[id] = tree
 	os.MkdirAll(filepath.Join(tree, "bin"), 0o755)
 	os.MkdirAll(filepath.Join(tree, "python", "bin"), 0o755)
 	if os.Getenv("QUBIQ_HARNESS_DAEMON") == "real" && healthy && schema == 1 {
@@ -95,7 +103,7 @@ func (h *harness) slotTree(version string, healthy bool, schema int) string {
 		os.Symlink("/usr/bin/python3.11", filepath.Join(tree, "python", "bin", "python3"))
 	} else {
 		yes := map[bool]string{true: "yes", false: "no"}[healthy]
-		gobuild(h.t, filepath.Join(tree, "bin", "qubiqd"), "./packaging/standin",
+		gobuild(h.t, filepath.Join(tree, "bin", "qubiqd"), "./packaging/standin", "-s -w",
 			"-X main.version="+version, "-X main.healthy="+yes, fmt.Sprintf("-X main.schema=%d", schema))
 		os.WriteFile(filepath.Join(tree, "python", "bin", "python3"), []byte("#!/bin/sh\n"), 0o755)
 	}
@@ -116,14 +124,30 @@ func (h *harness) install(version string) {
 	mustRun(h.t, h.agent, "activate", "--root", h.root, "--data-dir", h.data, "a")
 }
 
+// bundle builds a signed bundle with `go run ./packaging bundle`, as
+// `make bundle` does (in its own process: this test binary runs under the
+// race detector, which makes compression slow).
 func (h *harness) bundle(version, arch string, healthy bool, schema int, key *firmware.SigningKey) []byte {
 	h.t.Helper()
-	var buf bytes.Buffer
-	if _, err := firmware.Build(&buf, firmware.BuildOptions{SlotDir: h.slotTree(version, healthy, schema), Version: version, Arch: arch,
-		SchemaVersion: uint64(schema), Key: key}); err != nil {
+	kf, ok := h.keyFiles[key]
+	if !ok {
+		kf = filepath.Join(h.dir, fmt.Sprintf("key-%d", len(h.keyFiles)))
+		os.WriteFile(kf, fmt.Appendf(nil, "qubiq-firmware-private-key %s %s\n", key.Name, base64.StdEncoding.EncodeToString(key.Key.Seed())), 0o600)
+		h.keyFiles[key] = kf
+	}
+	out := filepath.Join(h.dir, "bundles", fmt.Sprintf("%s-%s-%v-%d-%d", version, arch, healthy, schema, len(h.keyFiles)))
+	cmd := exec.Command("go", "run", "./packaging", "bundle", "--slot", h.slotTree(version, healthy, schema), "--version", version,
+		"--arch", arch, "--schema", fmt.Sprint(schema), "--key", kf, "--out", out)
+	cmd.Dir = ".."
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		h.t.Fatalf("bundle %s: %v\n%s", version, err, b)
+	}
+	data, err := os.ReadFile(strings.TrimSpace(string(b)))
+	if err != nil {
 		h.t.Fatal(err)
 	}
-	return buf.Bytes()
+	return data
 }
 
 // run is the unit's restart loop.

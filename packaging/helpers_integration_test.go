@@ -40,9 +40,14 @@ func buildPackage(t *testing.T, version string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := makePackage(options{Version: version, Arch: runtime.GOARCH, Out: dir, Repo: "..",
-		TrustedKeys: "packaging/keys/dev-firmware-signing.pub"}); err != nil {
-		t.Fatalf("package %s: %v", version, err)
+	// A separate process, as `make package` runs it: this test binary is
+	// built with the race detector, under which nfpm's compression is many
+	// times slower.
+	cmd := exec.Command("go", "run", "./packaging", "package", "--version", version, "--arch", runtime.GOARCH, "--out", dir,
+		"--trusted-keys", "packaging/keys/dev-firmware-signing.pub")
+	cmd.Dir = ".."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("package %s: %v\n%s", version, err, out)
 	}
 	builds[version] = dir
 	return dir

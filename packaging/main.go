@@ -5,7 +5,7 @@
 //
 //	go run ./packaging runtime --out DIR
 //	go run ./packaging package --version V [--arch A] [--runtime DIR] [--out DIR] [--trusted-keys FILE]
-//	go run ./packaging bundle  --version V [--arch A] [--out DIR] --key FILE [--min-from V]
+//	go run ./packaging bundle  --version V [--arch A] [--out DIR] --key FILE [--min-from V] [--slot DIR] [--schema N]
 //	go run ./packaging keygen NAME --out FILE
 //
 // package builds qubiqd, qubiqctl and qubiq-slot (static, GOARCH=A), the
@@ -42,7 +42,8 @@ func main() {
 
 // options are the flags of every command.
 type options struct {
-	Version, Arch, Out, Runtime, TrustedKeys, Key, MinFrom, Repo string
+	Version, Arch, Out, Runtime, TrustedKeys, Key, MinFrom, Repo, Slot string
+	Schema                                                             uint64
 }
 
 func run(args []string, stdout io.Writer) error {
@@ -60,6 +61,8 @@ func run(args []string, stdout io.Writer) error {
 	fs.StringVar(&o.Key, "key", "", "signing key `file` (bundle, keygen output)")
 	fs.StringVar(&o.MinFrom, "min-from", "", "bundle: lowest running `version` it may be flashed over")
 	fs.StringVar(&o.Repo, "repo", ".", "the repository's root `dir`")
+	fs.StringVar(&o.Slot, "slot", "", "bundle: the slot tree `dir` (default <out>/slot-<arch>, built by package)")
+	fs.Uint64Var(&o.Schema, "schema", store.SchemaVersion, "bundle: the store schema `version` its daemon writes")
 	var keyName string
 	if cmd == "keygen" && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		keyName, args = args[0], args[1:]
@@ -206,23 +209,29 @@ func makeBundle(o options) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	slot := filepath.Join(o.Out, "slot-"+o.Arch)
-	mb, err := os.ReadFile(filepath.Join(slot, slots.ManifestFile))
-	if err != nil {
-		return "", fmt.Errorf("%s: run `package` first: %w", slot, err)
-	}
-	var sm struct{ Version string }
-	json.Unmarshal(mb, &sm)
-	if sm.Version != o.Version {
-		return "", fmt.Errorf("%s holds version %s, not %s: run `package --version %s` first", slot, sm.Version, o.Version, o.Version)
+	slot := o.Slot
+	if slot == "" {
+		slot = filepath.Join(o.Out, "slot-"+o.Arch)
+		mb, err := os.ReadFile(filepath.Join(slot, slots.ManifestFile))
+		if err != nil {
+			return "", fmt.Errorf("%s: run `package` first: %w", slot, err)
+		}
+		var sm struct{ Version string }
+		json.Unmarshal(mb, &sm)
+		if sm.Version != o.Version {
+			return "", fmt.Errorf("%s holds version %s, not %s: run `package --version %s` first", slot, sm.Version, o.Version, o.Version)
+		}
 	}
 	path := filepath.Join(o.Out, firmware.BundleName(o.Version, o.Arch))
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return "", err
+	}
 	f, err := os.Create(path)
 	if err != nil {
 		return "", err
 	}
 	_, err = firmware.Build(f, firmware.BuildOptions{SlotDir: slot, Version: o.Version, Arch: o.Arch, MinFromVersion: o.MinFrom,
-		SchemaVersion: store.SchemaVersion, Key: key})
+		SchemaVersion: o.Schema, Key: key})
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
