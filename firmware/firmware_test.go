@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 
 	"qubiq.dev/edge/slots"
@@ -176,9 +177,19 @@ func TestFlash_GoodBundleStagesThenInstallsOnTrial(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(f.l.DataDir, StageDir, PendingFile)); err != nil {
 		t.Fatal(err)
 	}
+	old := syscall.Umask(0o077) // the unit's UMask=, which qubiq-slot inherits
 	ok, ires, err := InstallPending(context.Background(), f.opts())
+	syscall.Umask(old)
 	if err != nil || !ok || ires.Slot != "b" {
 		t.Fatalf("install: %v %+v %v", ok, ires, err)
+	}
+	for _, p := range []string{"", "bin", "python", "python/bin"} {
+		if fi, _ := os.Stat(filepath.Join(f.l.SlotDir("b"), p)); fi.Mode().Perm() != 0o755 {
+			t.Errorf("slot b/%s has mode %v under umask 0077; the daemon's user could not reach it", p, fi.Mode().Perm())
+		}
+	}
+	if fi, _ := os.Stat(filepath.Join(f.l.SlotDir("b"), slots.ManifestFile)); fi.Mode().Perm() != 0o644 {
+		t.Errorf("manifest mode %v", fi.Mode().Perm())
 	}
 	if err := VerifySlot(f.l, "b"); err != nil {
 		t.Fatal(err)

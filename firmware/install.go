@@ -397,6 +397,18 @@ func install(ctx context.Context, path string, opts *FlashOptions) (Result, erro
 	if err := writeSynced(filepath.Join(staging, entrySig), sig, 0o644); err != nil {
 		return res, err
 	}
+	// Modes as the manifest says, whatever the umask (the unit's is 0077,
+	// and qubiq-slot inherits it): directories 0755, so that the daemon's
+	// user can reach its own slot.
+	err = filepath.WalkDir(staging, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			err = os.Chmod(p, 0o755)
+		}
+		return err
+	})
+	if err != nil {
+		return res, fmt.Errorf("firmware: %w", err)
+	}
 	for _, d := range append(dirs, staging, slotsDir) {
 		if err := slots.SyncDir(d); err != nil {
 			return res, err
@@ -463,7 +475,7 @@ func writeSynced(path string, b []byte, mode fs.FileMode) error {
 	if err := errors.Join(werr, serr, cerr); err != nil {
 		return fmt.Errorf("firmware: write %s: %w", path, err)
 	}
-	return nil
+	return os.Chmod(path, mode)
 }
 
 // InstallPending installs the bundle Flash staged, if any (qubiq-slot boot

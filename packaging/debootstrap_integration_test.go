@@ -18,7 +18,11 @@ import (
 // kept as a tarball in the user's cache directory so later runs only
 // unpack it. It skips when this machine cannot make one (no debootstrap,
 // not root, or the Debian mirror unreachable), saying which.
-func bootstrapRoot(t *testing.T) string {
+func bootstrapRoot(t *testing.T) string { return bootstrapRootWith(t, "minbase", nil) }
+
+// bootstrapRootWith is bootstrapRoot with more packages (kept in a
+// tarball named by flavour).
+func bootstrapRootWith(t *testing.T, flavour string, extra []string) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("installing into a debootstrap root needs root (this machine's tests run as root)")
@@ -31,7 +35,7 @@ func bootstrapRoot(t *testing.T) string {
 	if err != nil {
 		cache = os.TempDir()
 	}
-	tarball := filepath.Join(cache, "qubiq-test", "debootstrap-bookworm-minbase.tar.gz")
+	tarball := filepath.Join(cache, "qubiq-test", "debootstrap-bookworm-"+flavour+".tar.gz")
 	if _, err := os.Stat(tarball); err != nil {
 		mirror := debianMirror()
 		tmp, err := os.MkdirTemp("", "qubiq-debootstrap-")
@@ -39,8 +43,8 @@ func bootstrapRoot(t *testing.T) string {
 			t.Fatal(err)
 		}
 		defer os.RemoveAll(tmp)
-		cmd := exec.Command(ds, "--variant=minbase", "--include=libssl3,libsqlite3-0,libexpat1,libuuid1,liblzma5,libbz2-1.0,libffi8",
-			"bookworm", tmp, mirror)
+		include := append([]string{"libssl3", "libsqlite3-0", "libexpat1", "libuuid1", "liblzma5", "libbz2-1.0", "libffi8"}, extra...)
+		cmd := exec.Command(ds, "--variant=minbase", "--include="+strings.Join(include, ","), "bookworm", tmp, mirror)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Skipf("debootstrap of bookworm from %s failed, so no root to install into (the mirror is unreachable from this machine?): %v\n%s", mirror, err, tail(out))
 		}
