@@ -142,7 +142,7 @@ func TestPackage_UnitUnderSystemd(t *testing.T) {
 	os.WriteFile(filepath.Join(root, "usr/lib/qubiq/slots/a/bin/qubiqd"), sb, 0o755)
 	os.MkdirAll(filepath.Join(root, "etc/systemd/system/qubiqd.service.d"), 0o755)
 	os.WriteFile(filepath.Join(root, "etc/systemd/system/qubiqd.service.d/test.conf"),
-		[]byte("[Service]\nEnvironment=QUBIQ_CONFIRM_AFTER=1s QUBIQ_TRIAL_TIMEOUT=20s\n"), 0o644)
+		[]byte("[Service]\nEnvironment=QUBIQ_CONFIRM_AFTER=1s QUBIQ_TRIAL_TIMEOUT=3s\n"), 0o644)
 	in("/bin/systemctl", "daemon-reload")
 	if out, err := in("/bin/systemctl", "start", "qubiqd"); err != nil {
 		t.Fatalf("start the stand-in: %v %s", err, out)
@@ -194,7 +194,48 @@ func TestPackage_UnitUnderSystemd(t *testing.T) {
 	if !strings.Contains(j, "firmware 0.2.0 installed in slot b") {
 		t.Fatalf("journal:\n%s", j)
 	}
+	if props["StatusText"] != "stand-in 0.2.0" {
+		t.Errorf("STATUS= not seen by systemd: %q", props["StatusText"])
+	}
+	// The stand-in logs through systemd.NewLogger: under systemd that is
+	// the journal's native protocol, with the attributes as fields.
+	jj, err := in("/bin/journalctl", "-u", "qubiqd", "-o", "json", "--no-pager", "VERSION=0.2.0", "SLOG_LEVEL=INFO")
+	if err != nil || !strings.Contains(jj, `"SYSLOG_IDENTIFIER":"qubiqd"`) || !strings.Contains(jj, `"PRIORITY":"6"`) {
+		t.Errorf("no structured journal entries of the stand-in: %v\n%.2000s", err, jj)
+	}
 	t.Logf("flashed through systemd: %v", props)
+
+	// A bundle whose daemon never becomes healthy (and migrates the store):
+	// three trial starts under systemd, then qubiq-slot rolls back to b.
+	bad := filepath.Join(t.TempDir(), "slot")
+	os.MkdirAll(filepath.Join(bad, "bin"), 0o755)
+	gobuild(t, filepath.Join(bad, "bin", "qubiqd"), "./packaging/standin", "-s -w -X main.version=0.3.0 -X main.healthy=no -X main.schema=2")
+	os.WriteFile(filepath.Join(bad, "bin", "qubiqctl"), []byte("#!/bin/sh\n"), 0o755)
+	cmd = exec.Command("go", "run", "./packaging", "bundle", "--slot", bad, "--version", "0.3.0", "--arch", runtime.GOARCH, "--schema", "2", "--key", key, "--out", qfw)
+	cmd.Dir = ".."
+	if bout, err = cmd.CombinedOutput(); err != nil {
+		t.Fatalf("bundle: %v %s", err, bout)
+	}
+	bundle, _ = os.ReadFile(strings.TrimSpace(string(bout)))
+	resp, err = http.Post(url+"/api/v1/firmware", "application/octet-stream", strings.NewReader(string(bundle)))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("flash 0.3.0: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	for end := time.Now().Add(90 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		st, err := slots.Load(l)
+		if err == nil && st.Active == "b" && st.Last != nil && st.Last.Action == "rollback" {
+			break
+		}
+		if time.Now().After(end) {
+			j, _ := in("/bin/journalctl", "-u", "qubiqd", "--no-pager", "-n", "60")
+			t.Fatalf("no rollback under systemd: %+v\n%s", st, j)
+		}
+	}
+	waitVersion(t, url, "0.2.0", in)
+	if p := unitProps(t, in); p["ActiveState"] != "active" {
+		t.Fatalf("after the rollback: %v", p)
+	}
 }
 
 func waitHealth(t *testing.T, url string, in func(...string) (string, error)) map[string]any {
