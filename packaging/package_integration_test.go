@@ -3,6 +3,7 @@
 package main
 
 import (
+	"debug/elf"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -164,4 +165,50 @@ func must(b []byte, err error) []byte {
 		panic(err)
 	}
 	return b
+}
+
+// TestPackage_Arm64WithAGivenRuntime builds an arm64 package from a
+// runtime directory made elsewhere (here a stand-in tree with its
+// manifest): the Go binaries are cross-compiled, the Depends come from the
+// runtime's manifest, and a runtime for another architecture is refused.
+func TestPackage_Arm64WithAGivenRuntime(t *testing.T) {
+	rt := t.TempDir()
+	os.MkdirAll(filepath.Join(rt, "bin"), 0o755)
+	os.WriteFile(filepath.Join(rt, "bin", "python3.11"), []byte("arm64 interpreter"), 0o755)
+	writeManifest := func(arch string) {
+		b, _ := json.Marshal(RuntimeManifest{Python: "3.11.2", Arch: arch, Depends: []string{"libc6", "libssl3"}, Files: map[string]string{}})
+		os.WriteFile(filepath.Join(rt, RuntimeManifestName), b, 0o644)
+	}
+	out := t.TempDir()
+	pkg := func() ([]byte, error) {
+		cmd := exec.Command("go", "run", "./packaging", "package", "--version", "0.1.0", "--arch", "arm64", "--runtime", rt, "--out", out)
+		cmd.Dir = ".."
+		return cmd.CombinedOutput()
+	}
+	writeManifest("amd64")
+	if b, err := pkg(); err == nil || !strings.Contains(string(b), "is for amd64, not arm64") {
+		t.Fatalf("a runtime of another architecture was packaged: %v %s", err, b)
+	}
+	writeManifest("arm64")
+	b, err := pkg()
+	if err != nil {
+		t.Fatalf("%v %s", err, b)
+	}
+	deb := strings.TrimSpace(string(b))
+	if got := strings.TrimSpace(mustRun(t, "dpkg-deb", "-f", deb, "Architecture")); got != "arm64" {
+		t.Fatalf("Architecture %q", got)
+	}
+	if got := strings.TrimSpace(mustRun(t, "dpkg-deb", "-f", deb, "Depends")); got != "adduser, libc6, libssl3" {
+		t.Fatalf("Depends %q", got)
+	}
+	x := t.TempDir()
+	mustRun(t, "dpkg-deb", "-x", deb, x)
+	ef, err := elf.Open(filepath.Join(x, "usr/lib/qubiq/slots/a/bin/qubiqd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	if ef.Machine != elf.EM_AARCH64 {
+		t.Fatalf("qubiqd is built for %v, not arm64", ef.Machine)
+	}
 }
