@@ -7,32 +7,8 @@ import (
 
 	"qubiq.dev/edge/api/apitypes"
 	"qubiq.dev/edge/auth"
+	"qubiq.dev/edge/gateway"
 )
-
-// DeviceCerts is the certificate store of the project's OPC UA devices as
-// the API sees it (DESIGN.md, Data directory: pki/ own/, trusted/,
-// rejected/; REST: /devices/{name}/certs...). It is the optional Deps.Certs:
-// nil makes the cert routes answer 501. Thumbprints are 40 lower-case hex
-// digits (the server normalises and checks them before calling).
-//
-// Errors: an unknown device, or a thumbprint no certificate of the store
-// has, wraps ErrNotFound (404); a device whose driver has no certificate
-// store wraps ErrInvalid (400); a change whose audit record cannot be
-// queued wraps ErrUnavailable (503, nothing changed).
-type DeviceCerts interface {
-	// ListCerts lists the certificates of device's store: the servers'
-	// certificates trusted and rejected, and qubiqd's own (to install on
-	// the server), sorted by status then subject.
-	ListCerts(ctx context.Context, device string) ([]apitypes.DeviceCert, error)
-	// TrustCert moves the certificate from rejected to trusted on behalf
-	// of g (audited), so the device connects with it at once, without a
-	// restart; it returns the certificate with its new status. Trusting a
-	// trusted certificate changes nothing and is not an error.
-	TrustCert(ctx context.Context, g auth.Grant, device, thumbprint string) (apitypes.DeviceCert, error)
-	// RejectCert moves the certificate from trusted to rejected (audited):
-	// the device refuses the server at its next connection.
-	RejectCert(ctx context.Context, g auth.Grant, device, thumbprint string) (apitypes.DeviceCert, error)
-}
 
 // Handlers of the cert routes (routes_certs.go). The middleware has checked
 // the designer permission.
@@ -72,8 +48,12 @@ func (s *Server) listCerts(w http.ResponseWriter, r *http.Request, _ auth.Grant)
 	if err != nil {
 		return err
 	}
+	out := make([]apitypes.DeviceCert, len(certs))
+	for i, c := range certs {
+		out[i] = wireCert(c)
+	}
 	w.Header().Set("Cache-Control", "no-store")
-	s.writeJSON(w, r, http.StatusOK, nonNil(certs))
+	s.writeJSON(w, r, http.StatusOK, out)
 	return nil
 }
 
@@ -86,7 +66,7 @@ func (s *Server) rejectCert(w http.ResponseWriter, r *http.Request, g auth.Grant
 }
 
 func (s *Server) moveCert(w http.ResponseWriter, r *http.Request, g auth.Grant,
-	move func(DeviceCerts, context.Context, auth.Grant, string, string) (apitypes.DeviceCert, error)) error {
+	move func(DeviceCerts, context.Context, auth.Grant, string, string) (gateway.DeviceCert, error)) error {
 	dc, err := s.deviceCerts(r)
 	if err != nil {
 		return err
@@ -100,6 +80,6 @@ func (s *Server) moveCert(w http.ResponseWriter, r *http.Request, g auth.Grant,
 		return err
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	s.writeJSON(w, r, http.StatusOK, c)
+	s.writeJSON(w, r, http.StatusOK, wireCert(c))
 	return nil
 }

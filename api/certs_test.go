@@ -12,6 +12,7 @@ import (
 
 	"qubiq.dev/edge/api/apitypes"
 	"qubiq.dev/edge/auth"
+	"qubiq.dev/edge/gateway"
 )
 
 const (
@@ -28,43 +29,43 @@ type fakeCerts struct {
 }
 
 func newFakeCerts() *fakeCerts {
-	return &fakeCerts{status: map[string]string{thumbA: apitypes.CertRejected}}
+	return &fakeCerts{status: map[string]string{thumbA: gateway.CertRejected}}
 }
 
-func (f *fakeCerts) cert(tp string) apitypes.DeviceCert {
-	return apitypes.DeviceCert{Device: "ua1", Thumbprint: tp, Status: f.status[tp], Subject: "CN=server",
+func (f *fakeCerts) cert(tp string) gateway.DeviceCert {
+	return gateway.DeviceCert{Device: "ua1", Thumbprint: tp, Status: f.status[tp], Subject: "CN=server",
 		NotBefore: testNow.Add(-time.Hour), NotAfter: testNow.Add(time.Hour)}
 }
 
-func (f *fakeCerts) ListCerts(_ context.Context, device string) ([]apitypes.DeviceCert, error) {
+func (f *fakeCerts) ListCerts(_ context.Context, device string) ([]gateway.DeviceCert, error) {
 	if device != "ua1" {
 		return nil, fmt.Errorf("device %q: %w", device, ErrNotFound)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return []apitypes.DeviceCert{f.cert(thumbA)}, nil
+	return []gateway.DeviceCert{f.cert(thumbA)}, nil
 }
 
-func (f *fakeCerts) move(g auth.Grant, verb, device, tp, to string) (apitypes.DeviceCert, error) {
+func (f *fakeCerts) move(g auth.Grant, verb, device, tp, to string) (gateway.DeviceCert, error) {
 	if device != "ua1" {
-		return apitypes.DeviceCert{}, fmt.Errorf("device %q: %w", device, ErrNotFound)
+		return gateway.DeviceCert{}, fmt.Errorf("device %q: %w", device, ErrNotFound)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.status[tp]; !ok {
-		return apitypes.DeviceCert{}, fmt.Errorf("certificate %s: %w", tp, ErrNotFound)
+		return gateway.DeviceCert{}, fmt.Errorf("certificate %s: %w", tp, ErrNotFound)
 	}
 	f.status[tp] = to
 	f.moves = append(f.moves, verb+" "+device+" "+tp+" by "+g.Principal)
 	return f.cert(tp), nil
 }
 
-func (f *fakeCerts) TrustCert(_ context.Context, g auth.Grant, device, tp string) (apitypes.DeviceCert, error) {
-	return f.move(g, "trust", device, tp, apitypes.CertTrusted)
+func (f *fakeCerts) TrustCert(_ context.Context, g auth.Grant, device, tp string) (gateway.DeviceCert, error) {
+	return f.move(g, "trust", device, tp, gateway.CertTrusted)
 }
 
-func (f *fakeCerts) RejectCert(_ context.Context, g auth.Grant, device, tp string) (apitypes.DeviceCert, error) {
-	return f.move(g, "reject", device, tp, apitypes.CertRejected)
+func (f *fakeCerts) RejectCert(_ context.Context, g auth.Grant, device, tp string) (gateway.DeviceCert, error) {
+	return f.move(g, "reject", device, tp, gateway.CertRejected)
 }
 
 func certServer(t *testing.T, dc DeviceCerts) *Server {

@@ -15,7 +15,7 @@ type decodeOpts struct {
 	allowEmpty bool // an empty body leaves dst unchanged (POST .../run)
 }
 
-// decodeBody decodes the request body into dst strictly (DESIGN.md, REST):
+// decodeBody decodes the request body into dst strictly (README: REST):
 // exactly one JSON value, unknown keys refused naming the key, numbers kept
 // as json.Number where dst holds `any`. The body is already capped by the
 // route's limit (http.MaxBytesReader); exceeding it surfaces as

@@ -1,28 +1,35 @@
-// Package api serves the QUBIQ Edge REST API under /api/v1 (DESIGN.md,
-// "REST"): one route table (routes.go) names each route's method, pattern,
-// the scope or permission it needs and its body limit, and one middleware
-// enforces it (STYLE.md rule 12). Handlers decode JSON strictly, call the
-// daemon's services through the small interfaces of Deps, and answer errors
-// as application/problem+json.
+// Package api is the REST front door of QUBIQ Edge, under /api/v1, and the
+// LiveView panels it serves (README: REST): one route table (routes.go)
+// names each route's method, pattern, the scope or permission it needs and
+// its body limit, and one middleware enforces it. A handler decodes the
+// request strictly, makes one call of the service layer (package gateway)
+// and translates the answer to the wire types of api/apitypes (wire.go);
+// errors are answered as application/problem+json.
 //
 // # Dependencies
 //
-// api imports auth, value and api/apitypes. It must not import device,
-// sandbox, store or tagengine (deps_test.go): every service it calls is an
-// interface defined here (Authenticator, Tags, Scripts, APIKeys, Health,
-// Devices, Provisioner), and the daemon passes adapters over the concrete
-// subsystems. Only the daemon imports api.
+// api imports auth, value, gateway, api/apitypes and api/liveview. It must
+// not import the service layer's implementation, the tag engine, the
+// store, the sandbox, a driver or the config (deps_test.go): each field of
+// Deps is the part of gateway.Gateway its routes use, and the daemon fills
+// them all from one gateway.Gateway (DepsFrom). Only the daemon imports
+// api.
 //
-// # Errors from dependencies
+// # Errors from the service layer
 //
-// A dependency signals what went wrong by wrapping a sentinel of this package
-// or returning a typed error; the server maps it to a status:
+// The service layer signals what went wrong by wrapping a sentinel of
+// package gateway (re-exported here under the same names) or returning a
+// typed error; the server maps it to a status:
 //
-//	ErrUnauthenticated   401 (with WWW-Authenticate: Bearer)
-//	*auth.DeniedError    403, the detail names the scope, level or permission
-//	ErrInvalid           400
-//	ErrNotFound          404
-//	ErrUnavailable       503 (with Retry-After: 1)
-//	ScriptError          by kind (see ScriptError)
-//	anything else        500; the error is logged, not sent
+//	ErrUnauthenticated       401 (with WWW-Authenticate: Bearer)
+//	*auth.DeniedError        403, the detail names the scope, level or permission
+//	ErrInvalid               400
+//	ErrNotFound              404
+//	ErrConflict              409
+//	ErrInstallFailed         502
+//	ErrUnavailable           503 (with Retry-After: 1)
+//	*gateway.ScriptError     by kind (scriptStatus)
+//	*gateway.ProjectError    400 with every problem (import routes)
+//	*gateway.WideningError   409 with the widenings (sandbox routes)
+//	anything else            500; the error is logged, not sent
 package api

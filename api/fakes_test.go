@@ -13,6 +13,7 @@ import (
 
 	"qubiq.dev/edge/api/apitypes"
 	"qubiq.dev/edge/auth"
+	"qubiq.dev/edge/gateway"
 	"qubiq.dev/edge/value"
 )
 
@@ -52,44 +53,44 @@ func (fakeAuth) Authenticate(_ context.Context, bearer string) (auth.Grant, erro
 type fakeTags struct {
 	mu       sync.Mutex
 	values   map[string]value.Value
-	written  []apitypes.TagWrite
+	written  []gateway.TagWrite
 	writeErr error
 	delay    time.Duration
 }
 
-func (f *fakeTags) ListTags(context.Context, auth.Grant) []apitypes.TagInfo {
-	return []apitypes.TagInfo{{Path: "Line1/Pump/Speed", Device: "plc1", Address: "HR100", Type: "float32", WriteLevel: "supervise"}}
+func (f *fakeTags) ListTags(context.Context, auth.Grant) []gateway.TagInfo {
+	return []gateway.TagInfo{{Path: "Line1/Pump/Speed", Device: "plc1", Address: "HR100", Type: value.Float32, WriteLevel: auth.LevelSupervise}}
 }
 
-func (f *fakeTags) ReadTags(_ context.Context, g auth.Grant, paths []string) []apitypes.TagValue {
+func (f *fakeTags) ReadTags(_ context.Context, g auth.Grant, paths []string) []gateway.TagValue {
 	time.Sleep(f.delay)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make([]apitypes.TagValue, len(paths))
+	out := make([]gateway.TagValue, len(paths))
 	for i, p := range paths {
 		v, ok := f.values[p]
 		switch {
 		case !g.AllowsPath(p):
-			out[i] = apitypes.FromVQT(p, value.Bad(value.BadUserAccessDenied, "outside prefixes", testNow))
+			out[i] = gateway.TagValue{Path: p, VQT: value.Bad(value.BadUserAccessDenied, "outside prefixes", testNow)}
 		case !ok:
-			out[i] = apitypes.FromVQT(p, value.Bad(value.BadNodeIDUnknown, "unknown tag", testNow))
+			out[i] = gateway.TagValue{Path: p, VQT: value.Bad(value.BadNodeIDUnknown, "unknown tag", testNow)}
 		default:
-			out[i] = apitypes.FromVQT(p, value.VQT{Value: v, Quality: value.Good, Time: testNow})
+			out[i] = gateway.TagValue{Path: p, VQT: value.VQT{Value: v, Quality: value.Good, Time: testNow}}
 		}
 	}
 	return out
 }
 
-func (f *fakeTags) WriteTags(_ context.Context, g auth.Grant, writes []apitypes.TagWrite) ([]apitypes.WriteResult, error) {
+func (f *fakeTags) WriteTags(_ context.Context, g auth.Grant, writes []gateway.TagWrite) ([]gateway.WriteResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.writeErr != nil {
 		return nil, f.writeErr
 	}
-	out := make([]apitypes.WriteResult, len(writes))
+	out := make([]gateway.WriteResult, len(writes))
 	for i, w := range writes {
 		if !g.AllowsPath(w.Path) {
-			out[i] = apitypes.WriteResult{Path: w.Path, Status: "Bad_UserAccessDenied", Reason: "outside prefixes"}
+			out[i] = gateway.WriteResult{Path: w.Path, Quality: value.BadUserAccessDenied, Reason: "outside prefixes"}
 			continue
 		}
 		f.written = append(f.written, w)
@@ -97,96 +98,103 @@ func (f *fakeTags) WriteTags(_ context.Context, g auth.Grant, writes []apitypes.
 			f.values = map[string]value.Value{}
 		}
 		f.values[w.Path] = w.Value
-		out[i] = apitypes.WriteResult{Path: w.Path, Status: "Good"}
+		out[i] = gateway.WriteResult{Path: w.Path, Quality: value.Good}
 	}
 	return out, nil
 }
 
-// scriptErr is a ScriptError as the sandbox adapter returns it.
-type scriptErr struct{ kind, detail string }
-
-func (e *scriptErr) Error() string  { return e.kind + ": " + e.detail }
-func (e *scriptErr) Kind() string   { return e.kind }
-func (e *scriptErr) Detail() string { return e.detail }
+// scriptErr is a script failure as the service layer returns it.
+func scriptErr(kind, detail string) error { return &gateway.ScriptError{Kind: kind, Detail: detail} }
 
 type fakeScripts struct {
-	err     error
-	delay   time.Duration
-	gotArgs json.RawMessage
+	gateway.Scripts // the methods no test calls
+	err             error
+	delay           time.Duration
+	gotArgs         json.RawMessage
 }
 
-func (f *fakeScripts) SaveScript(_ context.Context, _ auth.Grant, module, _ string) (apitypes.ScriptSaved, error) {
+func (f *fakeScripts) SaveScript(_ context.Context, _ auth.Grant, src gateway.ScriptSource) (gateway.ScriptSaved, error) {
 	if f.err != nil {
-		return apitypes.ScriptSaved{}, f.err
+		return gateway.ScriptSaved{}, f.err
 	}
-	return apitypes.ScriptSaved{Module: module, Version: 3, Entries: []apitypes.ScriptEntry{{Name: "start", TimeoutMS: 2000}}}, nil
+	return gateway.ScriptSaved{Module: src.Module, Version: 3, Entries: []gateway.ScriptEntry{{Name: "start", Timeout: 2000 * time.Millisecond}}}, nil
 }
 
-func (f *fakeScripts) RunScript(ctx context.Context, _ auth.Grant, _, _ string, args json.RawMessage) (apitypes.ScriptRun, error) {
+func (f *fakeScripts) RollbackScript(_ context.Context, _ auth.Grant, module string) (gateway.ScriptSaved, error) {
+	switch {
+	case f.err != nil:
+		return gateway.ScriptSaved{}, f.err
+	case module == "once":
+		return gateway.ScriptSaved{}, fmt.Errorf("module once: %w: nothing to roll back to", ErrConflict)
+	}
+	return gateway.ScriptSaved{Module: module, Version: 2, Entries: []gateway.ScriptEntry{{Name: "start", Timeout: time.Second}}}, nil
+}
+
+func (f *fakeScripts) RunScript(ctx context.Context, _ auth.Grant, _, _ string, args json.RawMessage) (gateway.ScriptRun, error) {
 	if f.delay > 0 {
 		select {
 		case <-time.After(f.delay):
 		case <-ctx.Done():
-			return apitypes.ScriptRun{}, ctx.Err()
+			return gateway.ScriptRun{}, ctx.Err()
 		}
 	}
 	if f.err != nil {
-		return apitypes.ScriptRun{}, f.err
+		return gateway.ScriptRun{}, f.err
 	}
 	f.gotArgs = args
-	return apitypes.ScriptRun{Result: json.RawMessage(`{"ok":true}`), DurationMS: 12,
-		Logs: []apitypes.LogLine{{Level: "info", Msg: "hello"}}}, nil
+	return gateway.ScriptRun{Result: json.RawMessage(`{"ok":true}`), Duration: 12 * time.Millisecond,
+		Logs: []gateway.LogLine{{Level: "info", Msg: "hello"}}}, nil
 }
 
-func (f *fakeScripts) ListScripts(context.Context, auth.Grant) ([]apitypes.ScriptInfo, error) {
+func (f *fakeScripts) ListScripts(context.Context, auth.Grant) ([]gateway.ScriptInfo, error) {
 	if f.err != nil {
 		return nil, f.err
 	}
-	return []apitypes.ScriptInfo{{Module: "pumps", Version: 3}}, nil
+	return []gateway.ScriptInfo{{Module: "pumps", Version: 3}}, nil
 }
 
-func (f *fakeScripts) LintScript(context.Context, string) (apitypes.LintResult, error) {
+func (f *fakeScripts) LintScript(context.Context, string) (gateway.LintResult, error) {
 	if f.err != nil {
-		return apitypes.LintResult{}, f.err
+		return gateway.LintResult{}, f.err
 	}
-	return apitypes.LintResult{Linter: "syntax-only"}, nil
+	return gateway.LintResult{Linter: "syntax-only"}, nil
 }
 
 type fakeKeys struct {
-	created []apitypes.APIKeyRequest
+	created []gateway.NewAPIKey
 }
 
-func (f *fakeKeys) CreateAPIKey(_ context.Context, _ auth.Grant, req apitypes.APIKeyRequest) (apitypes.APIKeyCreated, error) {
+func (f *fakeKeys) CreateAPIKey(_ context.Context, _ auth.Grant, req gateway.NewAPIKey) (gateway.APIKeyCreated, error) {
 	f.created = append(f.created, req)
-	return apitypes.APIKeyCreated{ID: "k1", Token: "qk_secret"}, nil
+	return gateway.APIKeyCreated{ID: "k1", Token: "qk_secret"}, nil
 }
 
-func (f *fakeKeys) ListAPIKeys(context.Context) ([]apitypes.APIKeyInfo, error) {
-	return []apitypes.APIKeyInfo{{ID: "k1", Name: "scada", Scopes: []string{"tag:read"}, WriteLevel: "view", Created: testNow}}, nil
+func (f *fakeKeys) ListAPIKeys(context.Context) ([]gateway.APIKey, error) {
+	return []gateway.APIKey{{ID: "k1", Name: "scada", Scopes: []auth.Scope{auth.TagRead}, WriteLevel: auth.LevelView, Created: testNow}}, nil
 }
 
-func (f *fakeKeys) RevokeAPIKey(_ context.Context, id string) error {
+func (f *fakeKeys) RevokeAPIKey(_ context.Context, _ auth.Grant, id string) error {
 	if id != "k1" {
 		return fmt.Errorf("api key %q: %w", id, ErrNotFound)
 	}
 	return nil
 }
 
-type fakeHealth struct{ h apitypes.Health }
+type fakeHealth struct{ h gateway.HealthReport }
 
-func (f fakeHealth) Health(context.Context) apitypes.Health { return f.h }
+func (f fakeHealth) Health(context.Context) gateway.HealthReport { return f.h }
 
 type fakeDevices struct{}
 
-func (fakeDevices) ListDevices(context.Context) []apitypes.DeviceInfo {
-	return []apitypes.DeviceInfo{{Name: "plc1", Driver: "modbus", State: "connected", Tags: 4}}
+func (fakeDevices) ListDevices(context.Context) []gateway.DeviceInfo {
+	return []gateway.DeviceInfo{{Name: "plc1", Driver: "modbus", State: "connected", Tags: 4}}
 }
 
-func (fakeDevices) DevicePlan(_ context.Context, name string) ([]apitypes.PlannedRequest, error) {
+func (fakeDevices) DevicePlan(_ context.Context, name string) ([]gateway.PlannedRequest, error) {
 	if name != "plc1" {
 		return nil, fmt.Errorf("device %q: %w", name, ErrNotFound)
 	}
-	return []apitypes.PlannedRequest{{Scan: "1s", FunctionCode: 3, UnitID: 1, Start: 0, Count: 2, Tags: []string{"A"}}}, nil
+	return []gateway.PlannedRequest{{Scan: time.Second, FunctionCode: 3, UnitID: 1, Start: 0, Count: 2, Tags: []string{"A"}}}, nil
 }
 
 type env struct {
@@ -203,7 +211,7 @@ func newEnv(t *testing.T, cfg Config) *env {
 		cfg.Now = func() time.Time { return testNow }
 	}
 	s, err := New(cfg, Deps{Auth: fakeAuth{}, Tags: e.tags, Scripts: e.scripts, APIKeys: e.keys,
-		Health: fakeHealth{apitypes.Health{Status: "ok", Version: "1.2.3"}}, Devices: fakeDevices{}}, nil)
+		Health: fakeHealth{gateway.HealthReport{Status: "ok", Version: "1.2.3"}}, Devices: fakeDevices{}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

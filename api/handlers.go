@@ -10,13 +10,14 @@ import (
 
 	"qubiq.dev/edge/api/apitypes"
 	"qubiq.dev/edge/auth"
+	"qubiq.dev/edge/gateway"
 )
 
 // Handlers: the route table (routes.go) has already checked credentials,
 // the route's need, the dependency and the body limit.
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request, _ auth.Grant) error {
-	h := s.deps.Health.Health(r.Context())
+	h := wireHealth(s.deps.Health.Health(r.Context()))
 	if h.Reasons == nil {
 		h.Reasons = []string{}
 	}
@@ -28,7 +29,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request, _ auth.Grant) er
 		status = http.StatusServiceUnavailable
 	}
 	if s.deps.LiveView != nil && s.deps.LiveView.EscapeHatch() {
-		h.EscapeHatch = true // DESIGN.md: the escape hatch is visible
+		h.EscapeHatch = true // the escape hatch is visible
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	s.writeJSON(w, r, status, struct {
@@ -39,7 +40,12 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request, _ auth.Grant) er
 }
 
 func (s *Server) listTags(w http.ResponseWriter, r *http.Request, g auth.Grant) error {
-	s.writeJSON(w, r, http.StatusOK, nonNil(s.deps.Tags.ListTags(r.Context(), g)))
+	tags := s.deps.Tags.ListTags(r.Context(), g)
+	out := make([]apitypes.TagInfo, len(tags))
+	for i, ti := range tags {
+		out[i] = wireTagInfo(ti)
+	}
+	s.writeJSON(w, r, http.StatusOK, out)
 	return nil
 }
 
@@ -60,7 +66,7 @@ func (s *Server) readTags(w http.ResponseWriter, r *http.Request, g auth.Grant) 
 	if len(vals) != len(req.Paths) {
 		return fmt.Errorf("tags: read returned %d values for %d paths", len(vals), len(req.Paths))
 	}
-	s.writeJSON(w, r, http.StatusOK, vals)
+	s.writeJSON(w, r, http.StatusOK, wireTagValues(vals))
 	return nil
 }
 
@@ -77,10 +83,14 @@ func (s *Server) writeTags(w http.ResponseWriter, r *http.Request, g auth.Grant)
 			return errorf(http.StatusBadRequest, KindInvalid, `writes[%d]: missing "path"`, i)
 		}
 	}
-	res, err := s.deps.Tags.WriteTags(r.Context(), g, req.Writes)
+	writes := make([]gateway.TagWrite, len(req.Writes))
+	for i, wr := range req.Writes {
+		writes[i] = gateway.TagWrite{Path: wr.Path, Value: wr.Value}
+	}
+	res, err := s.deps.Tags.WriteTags(r.Context(), g, writes)
 	if err != nil {
 		if p, _, internal := classify(err); internal || p.Status >= 500 {
-			// DESIGN.md: a failed write-level lookup refuses the whole
+			// a failed write-level lookup refuses the whole
 			// call, nothing written, with an error that says to retry.
 			return &httpError{status: http.StatusServiceUnavailable, kind: KindUnavailable, retryAfter: true,
 				detail: fmt.Sprintf("tag write refused, nothing was written: %v; retry", err)}
@@ -90,16 +100,19 @@ func (s *Server) writeTags(w http.ResponseWriter, r *http.Request, g auth.Grant)
 	if len(res) != len(req.Writes) {
 		return fmt.Errorf("tags: write returned %d results for %d writes", len(res), len(req.Writes))
 	}
-	s.writeJSON(w, r, http.StatusOK, res)
+	out := make([]apitypes.WriteResult, len(res))
+	for i, wr := range res {
+		out[i] = apitypes.WriteResult{Path: wr.Path, Status: wr.Quality.String(), Reason: wr.Reason}
+	}
+	s.writeJSON(w, r, http.StatusOK, out)
 	return nil
 }
 
-// moduleName is a script module or entry name: a Python identifier.
-var moduleName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
+// checkName refuses (400) a route's module or entry name that breaks the
+// one rule for them (gateway.CheckName).
 func checkName(what, v string) error {
-	if !moduleName.MatchString(v) {
-		return errorf(http.StatusBadRequest, KindInvalid, "%s %q is not a Python identifier", what, v)
+	if err := gateway.CheckName(what, v); err != nil {
+		return errorf(http.StatusBadRequest, KindInvalid, "%s", strings.TrimPrefix(err.Error(), ErrInvalid.Error()+": "))
 	}
 	return nil
 }
@@ -116,13 +129,31 @@ func (s *Server) saveScript(w http.ResponseWriter, r *http.Request, g auth.Grant
 	if strings.TrimSpace(req.Code) == "" {
 		return errorf(http.StatusBadRequest, KindInvalid, `missing "code" (the module's Python source)`)
 	}
-	saved, err := s.deps.Scripts.SaveScript(r.Context(), g, module, req.Code)
+	saved, err := s.deps.Scripts.SaveScript(r.Context(), g, gateway.ScriptSource{Module: module, Code: req.Code})
 	if err != nil {
 		return err
 	}
-	saved.Entries = nonNil(saved.Entries)
-	saved.Diagnostics = nonNil(saved.Diagnostics)
-	s.writeJSON(w, r, http.StatusOK, saved)
+	s.writeJSON(w, r, http.StatusOK, wireSaved(saved))
+	return nil
+}
+
+// rollbackScript withdraws a module's latest version; the version before it
+// runs again and is the answer (as a save's). A module with one version is
+// a 409, an unknown one a 404.
+func (s *Server) rollbackScript(w http.ResponseWriter, r *http.Request, g auth.Grant) error {
+	module := r.PathValue("module")
+	if err := checkName("module", module); err != nil {
+		return err
+	}
+	var req struct{}
+	if err := decodeBody(r, &req, decodeOpts{allowEmpty: true}); err != nil {
+		return err
+	}
+	saved, err := s.deps.Scripts.RollbackScript(r.Context(), g, module)
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, r, http.StatusOK, wireSaved(saved))
 	return nil
 }
 
@@ -149,12 +180,18 @@ func (s *Server) runScript(w http.ResponseWriter, r *http.Request, g auth.Grant)
 	if err != nil {
 		return err
 	}
-	if len(run.Result) == 0 {
-		run.Result = json.RawMessage("null")
-	}
-	run.Logs = nonNil(run.Logs)
-	s.writeJSON(w, r, http.StatusOK, run)
+	s.writeRun(w, r, run)
 	return nil
+}
+
+// writeRun answers a run that returned: its result (null when empty), its
+// logs and its duration.
+func (s *Server) writeRun(w http.ResponseWriter, r *http.Request, run gateway.ScriptRun) {
+	out := wireRun(run)
+	if len(out.Result) == 0 {
+		out.Result = json.RawMessage("null")
+	}
+	s.writeJSON(w, r, http.StatusOK, out)
 }
 
 func (s *Server) lintScript(w http.ResponseWriter, r *http.Request, _ auth.Grant) error {
@@ -166,8 +203,7 @@ func (s *Server) lintScript(w http.ResponseWriter, r *http.Request, _ auth.Grant
 	if err != nil {
 		return err
 	}
-	res.Diagnostics = nonNil(res.Diagnostics)
-	s.writeJSON(w, r, http.StatusOK, res)
+	s.writeJSON(w, r, http.StatusOK, apitypes.LintResult{Linter: res.Linter, Diagnostics: wireDiagnostics(res.Diagnostics)})
 	return nil
 }
 
@@ -176,15 +212,21 @@ func (s *Server) listScripts(w http.ResponseWriter, r *http.Request, g auth.Gran
 	if err != nil {
 		return err
 	}
-	for i := range list {
-		list[i].Entries = nonNil(list[i].Entries)
+	out := make([]apitypes.ScriptInfo, len(list))
+	for i, si := range list {
+		out[i] = apitypes.ScriptInfo{Module: si.Module, Version: si.Version, Entries: wireEntries(si.Entries), LiveView: si.LiveView}
 	}
-	s.writeJSON(w, r, http.StatusOK, nonNil(list))
+	s.writeJSON(w, r, http.StatusOK, out)
 	return nil
 }
 
 func (s *Server) listDevices(w http.ResponseWriter, r *http.Request, _ auth.Grant) error {
-	s.writeJSON(w, r, http.StatusOK, nonNil(s.deps.Devices.ListDevices(r.Context())))
+	devs := s.deps.Devices.ListDevices(r.Context())
+	out := make([]apitypes.DeviceInfo, len(devs))
+	for i, d := range devs {
+		out[i] = apitypes.DeviceInfo{Name: d.Name, Driver: d.Driver, URL: d.URL, State: d.State, Reason: d.Reason, Tags: d.Tags}
+	}
+	s.writeJSON(w, r, http.StatusOK, out)
 	return nil
 }
 
@@ -193,7 +235,12 @@ func (s *Server) devicePlan(w http.ResponseWriter, r *http.Request, _ auth.Grant
 	if err != nil {
 		return err
 	}
-	s.writeJSON(w, r, http.StatusOK, nonNil(plan))
+	out := make([]apitypes.PlannedRequest, len(plan))
+	for i, st := range plan {
+		out[i] = apitypes.PlannedRequest{Scan: st.Scan.String(), FunctionCode: st.FunctionCode, UnitID: st.UnitID,
+			Start: st.Start, Count: st.Count, Tags: st.Tags}
+	}
+	s.writeJSON(w, r, http.StatusOK, out)
 	return nil
 }
 
@@ -202,15 +249,16 @@ func (s *Server) createAPIKey(w http.ResponseWriter, r *http.Request, g auth.Gra
 	if err := decodeBody(r, &req, decodeOpts{}); err != nil {
 		return err
 	}
-	if err := checkKeyRequest(req, g, s.cfg.Now()); err != nil {
+	key, err := checkKeyRequest(req, g, s.cfg.Now())
+	if err != nil {
 		return err
 	}
-	created, err := s.deps.APIKeys.CreateAPIKey(r.Context(), g, req)
+	created, err := s.deps.APIKeys.CreateAPIKey(r.Context(), g, key)
 	if err != nil {
 		return err
 	}
 	w.Header().Set("Cache-Control", "no-store") // the token is shown once
-	s.writeJSON(w, r, http.StatusCreated, created)
+	s.writeJSON(w, r, http.StatusCreated, apitypes.APIKeyCreated{ID: created.ID, Token: created.Token})
 	return nil
 }
 
@@ -219,13 +267,17 @@ func (s *Server) listAPIKeys(w http.ResponseWriter, r *http.Request, _ auth.Gran
 	if err != nil {
 		return err
 	}
-	s.writeJSON(w, r, http.StatusOK, nonNil(keys))
+	out := make([]apitypes.APIKeyInfo, len(keys))
+	for i, k := range keys {
+		out[i] = wireKey(k)
+	}
+	s.writeJSON(w, r, http.StatusOK, out)
 	return nil
 }
 
-func (s *Server) revokeAPIKey(w http.ResponseWriter, r *http.Request, _ auth.Grant) error {
+func (s *Server) revokeAPIKey(w http.ResponseWriter, r *http.Request, g auth.Grant) error {
 	id := r.PathValue("id")
-	if err := s.deps.APIKeys.RevokeAPIKey(r.Context(), id); err != nil {
+	if err := s.deps.APIKeys.RevokeAPIKey(r.Context(), g, id); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -247,20 +299,30 @@ func (s *Server) provision(w http.ResponseWriter, r *http.Request, g auth.Grant)
 	return nil
 }
 
-// tagPathSegment is one segment of a tag path (DESIGN.md, "Tags and
+// tagPathSegment is one segment of a tag path (README: tag paths; "Tags and
 // addresses": letters, digits, _, -, ., space).
 var tagPathSegment = regexp.MustCompile(`^[\p{L}\p{N}_.\- ]+$`)
 
 // checkKeyRequest validates a new API key against the contract (400 naming
 // the bad value) and against the creator's grant g: a key never gets a
 // scope, permission, write level or tag range its creator lacks (403 naming
-// what; DESIGN.md: nothing a request sends can widen a grant).
-func checkKeyRequest(req apitypes.APIKeyRequest, g auth.Grant, now time.Time) error {
-	bad := func(format string, args ...any) error {
-		return errorf(http.StatusBadRequest, KindInvalid, format, args...)
+// what: auth.Grant.Covers, nothing a request sends can widen a grant). It
+// returns the key asked for.
+func checkKeyRequest(req apitypes.APIKeyRequest, g auth.Grant, now time.Time) (gateway.NewAPIKey, error) {
+	key, err := keyRequest(req, now)
+	if err != nil {
+		return key, err
 	}
-	deny := func(format string, args ...any) error {
-		return errorf(http.StatusForbidden, KindPermissionDenied, format, args...)
+	return key, g.Covers(auth.Grant{Scopes: key.Scopes, Permissions: key.Permissions, WriteLevel: key.WriteLevel,
+		Prefixes: key.Prefixes}, "")
+}
+
+// keyRequest turns the wire request into the key asked for, refusing (400)
+// what is not valid.
+func keyRequest(req apitypes.APIKeyRequest, now time.Time) (gateway.NewAPIKey, error) {
+	key := gateway.NewAPIKey{Name: req.Name, Prefixes: req.Prefixes}
+	bad := func(format string, args ...any) (gateway.NewAPIKey, error) {
+		return key, errorf(http.StatusBadRequest, KindInvalid, format, args...)
 	}
 	if strings.TrimSpace(req.Name) == "" {
 		return bad(`missing "name"`)
@@ -272,15 +334,20 @@ func checkKeyRequest(req apitypes.APIKeyRequest, g auth.Grant, now time.Time) er
 	if err != nil {
 		return bad("write_level: %v", err)
 	}
+	key.WriteLevel = level
 	for _, sc := range req.Scopes {
-		if _, err := auth.ParseScope(sc); err != nil {
+		scope, err := auth.ParseScope(sc)
+		if err != nil {
 			return bad("scopes: %v", err)
 		}
+		key.Scopes = append(key.Scopes, scope)
 	}
 	for _, p := range req.Permissions {
-		if _, err := auth.ParsePermission(p); err != nil {
+		perm, err := auth.ParsePermission(p)
+		if err != nil {
 			return bad("permissions: %v", err)
 		}
+		key.Permissions = append(key.Permissions, perm)
 	}
 	for _, p := range req.Prefixes {
 		for seg := range strings.SplitSeq(strings.TrimSuffix(p, "/"), "/") {
@@ -289,33 +356,13 @@ func checkKeyRequest(req apitypes.APIKeyRequest, g auth.Grant, now time.Time) er
 			}
 		}
 	}
-	if req.Expires != nil && !req.Expires.After(now) {
-		return bad("expires %s is not in the future", req.Expires.UTC().Format(time.RFC3339))
-	}
-	for _, sc := range req.Scopes {
-		if !g.HasScope(auth.Scope(sc)) {
-			return deny("cannot grant scope %q: the creating grant does not hold it", sc)
+	if req.Expires != nil {
+		if (auth.Grant{Expires: *req.Expires}).Expired(now) {
+			return bad("expires %s is not in the future", req.Expires.UTC().Format(time.RFC3339))
 		}
+		key.Expires = req.Expires.UTC()
 	}
-	for _, p := range req.Permissions {
-		if !g.HasPermission(auth.Permission(p)) {
-			return deny("cannot grant permission %q: the creating grant does not hold it", p)
-		}
-	}
-	if level > g.WriteLevel {
-		return deny("cannot grant write level %q: above the creating grant's %q", level, g.WriteLevel)
-	}
-	if len(g.Prefixes) > 0 {
-		if len(req.Prefixes) == 0 {
-			return deny("cannot grant every tag path: the creating grant is limited to prefixes %q", g.Prefixes)
-		}
-		for _, p := range req.Prefixes {
-			if !g.AllowsPath(strings.TrimSuffix(p, "/")) {
-				return deny("cannot grant prefix %q: outside the creating grant's prefixes %q", p, g.Prefixes)
-			}
-		}
-	}
-	return nil
+	return key, nil
 }
 
 // nonNil returns s, or an empty slice for nil, so lists encode as [] and

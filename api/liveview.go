@@ -10,6 +10,7 @@ import (
 	"qubiq.dev/edge/api/apitypes"
 	"qubiq.dev/edge/api/liveview"
 	"qubiq.dev/edge/auth"
+	"qubiq.dev/edge/gateway"
 )
 
 // mountLiveView serves the embedded panel when the daemon has LiveView:
@@ -26,7 +27,7 @@ func (s *Server) mountLiveView() {
 
 // writability says whether g may write the tag ti, and if not, why (the
 // missing scope or level, as the panel shows it).
-func writability(g auth.Grant, ti apitypes.TagInfo, visible bool) (bool, string) {
+func writability(g auth.Grant, ti gateway.TagInfo, visible bool) (bool, string) {
 	if !visible {
 		return false, "path outside the allowed prefixes"
 	}
@@ -36,10 +37,7 @@ func writability(g auth.Grant, ti apitypes.TagInfo, visible bool) (bool, string)
 	if err := g.RequireScope(auth.TagWrite, ti.Path); err != nil {
 		return false, err.Error()
 	}
-	l, err := auth.ParseLevel(ti.WriteLevel)
-	if err != nil {
-		return false, fmt.Sprintf("tag write level unknown: %v", err)
-	}
+	l := ti.WriteLevel
 	if !g.AllowsLevel(l) {
 		return false, fmt.Sprintf("write level %q required (you have %q)", l, g.WriteLevel)
 	}
@@ -50,7 +48,7 @@ func writability(g auth.Grant, ti apitypes.TagInfo, visible bool) (bool, string)
 // marked writable or read-only (with the reason) for the caller's grant.
 func (s *Server) listViews(w http.ResponseWriter, r *http.Request, g auth.Grant) error {
 	cs, isSession := sessionOf(r)
-	tags := map[string]apitypes.TagInfo{}
+	tags := map[string]gateway.TagInfo{}
 	if s.deps.Tags != nil {
 		for _, ti := range s.deps.Tags.ListTags(r.Context(), g) {
 			tags[ti.Path] = ti
@@ -66,7 +64,9 @@ func (s *Server) listViews(w http.ResponseWriter, r *http.Request, g auth.Grant)
 			switch wd.Type {
 			case apitypes.WidgetNumeric, apitypes.WidgetBoolean:
 				ti, ok := tags[wd.Tag]
-				wd.WriteLevel = ti.WriteLevel
+				if ok {
+					wd.WriteLevel = ti.WriteLevel.String()
+				}
 				wd.Writable, wd.ReadOnlyReason = writability(g, ti, ok)
 			case apitypes.WidgetButton:
 				wd.Writable = true
@@ -94,9 +94,12 @@ func (s *Server) panelEvents(w http.ResponseWriter, r *http.Request, _ auth.Gran
 	}
 	evs := []apitypes.PanelEvent{}
 	if v.Events > 0 {
-		var err error
-		if evs, err = s.deps.LiveView.PanelEvents(r.Context(), name, v.Events); err != nil {
+		recs, err := s.deps.LiveView.PanelEvents(r.Context(), name, v.Events)
+		if err != nil {
 			return err
+		}
+		for _, rec := range recs {
+			evs = append(evs, wirePanelEvent(rec))
 		}
 	}
 	w.Header().Set("Cache-Control", "no-store")
@@ -122,8 +125,8 @@ func summarize(g auth.Grant) grantSummary {
 	return gs
 }
 
-// runFromPanel runs module.entry for a LiveView session (DESIGN.md,
-// "Levels, realms, scopes, grants", LiveView): the session may start only
+// runFromPanel runs module.entry for a LiveView session (README: Operators
+// and LiveView panels): the session may start only
 // an entry that its panel (PanelHeader, a view it may open) exposes with a
 // button and that the script lists in `liveview`; the args are the
 // button's, never the request's; the script runs with the grant the
@@ -170,25 +173,22 @@ func (s *Server) runFromPanel(w http.ResponseWriter, r *http.Request, cs *caller
 	}
 	start := time.Now()
 	run, runErr := s.deps.Scripts.RunScript(r.Context(), g, module, entry, args)
-	ev := PanelAudit{Grant: g, Action: "liveview.press", Target: target, Result: "ok",
+	ev := gateway.AuditEvent{Action: "liveview.press", Target: target, Result: "ok",
 		After: map[string]any{"panel": cs.panel, "entry": target, "label": btn.Label, "args": args, "grant": summarize(g),
 			"escape_hatch": widened, "session": cs.info.ShortID(), "duration_ms": time.Since(start).Milliseconds()}}
-	ev.Grant.Origin = "liveview:" + cs.panel
+	ag := g
+	ag.Origin = "liveview:" + cs.panel
 	if runErr != nil {
 		p, _, _ := classify(runErr)
 		ev.Result, ev.Detail = p.Kind, p.Detail
 	}
-	if err := s.deps.LiveView.Audit(r.Context(), ev); err != nil {
+	if err := s.deps.LiveView.Audit(r.Context(), ag, ev); err != nil {
 		s.log.ErrorContext(r.Context(), "audit record of a panel press lost", slog.String("entry", target),
 			slog.String("principal", g.Principal), slog.Any("error", err))
 	}
 	if runErr != nil {
 		return runErr
 	}
-	if len(run.Result) == 0 {
-		run.Result = json.RawMessage("null")
-	}
-	run.Logs = nonNil(run.Logs)
-	s.writeJSON(w, r, http.StatusOK, run)
+	s.writeRun(w, r, run)
 	return nil
 }

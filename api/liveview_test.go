@@ -19,6 +19,7 @@ import (
 
 	"qubiq.dev/edge/api/apitypes"
 	"qubiq.dev/edge/auth"
+	"qubiq.dev/edge/gateway"
 	"qubiq.dev/edge/value"
 )
 
@@ -101,14 +102,20 @@ func (f *fakeSessions) revokeLocked(token string) {
 	delete(f.byToken, token)
 }
 
-func (f *fakeSessions) IdleTimeout() time.Duration { return 30 * time.Minute }
+func (f *fakeSessions) SessionIdleTimeout() time.Duration { return 30 * time.Minute }
 
 type fakeLiveView struct {
 	mu       sync.Mutex
 	views    []apitypes.View
 	hatch    bool
-	audits   []PanelAudit
+	audits   []panelAudit
 	auditErr error
+}
+
+// panelAudit is one record the panel fake was given: who, and what.
+type panelAudit struct {
+	Grant auth.Grant
+	gateway.AuditEvent
 }
 
 func (f *fakeLiveView) Views(context.Context) []apitypes.View { return f.views }
@@ -117,19 +124,19 @@ func (f *fakeLiveView) Exposed(module, entry string) bool {
 }
 func (f *fakeLiveView) EscapeHatch() bool { return f.hatch }
 func (f *fakeLiveView) CanAudit() error   { return f.auditErr }
-func (f *fakeLiveView) Audit(_ context.Context, ev PanelAudit) error {
+func (f *fakeLiveView) Audit(_ context.Context, g auth.Grant, ev gateway.AuditEvent) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.audits = append(f.audits, ev)
+	f.audits = append(f.audits, panelAudit{Grant: g, AuditEvent: ev})
 	return nil
 }
-func (f *fakeLiveView) PanelEvents(_ context.Context, panel string, limit int) ([]apitypes.PanelEvent, error) {
+func (f *fakeLiveView) PanelEvents(_ context.Context, panel string, limit int) ([]gateway.AuditRecord, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []apitypes.PanelEvent
+	var out []gateway.AuditRecord
 	for _, a := range f.audits {
 		if a.Grant.Origin == "liveview:"+panel && len(out) < limit {
-			out = append(out, apitypes.PanelEvent{Principal: a.Grant.Principal, Action: a.Action, Target: a.Target, Result: a.Result})
+			out = append(out, gateway.AuditRecord{Principal: a.Grant.Principal, Action: a.Action, Target: a.Target, Result: a.Result})
 		}
 	}
 	return out, nil
@@ -137,18 +144,18 @@ func (f *fakeLiveView) PanelEvents(_ context.Context, panel string, limit int) (
 
 type fakeLive struct {
 	mu   sync.Mutex
-	subs []chan apitypes.TagValue
+	subs []chan gateway.TagValue
 }
 
-func (f *fakeLive) SubscribeValues(_ auth.Grant, buf int) (<-chan apitypes.TagValue, func() uint64, func()) {
-	ch := make(chan apitypes.TagValue, buf)
+func (f *fakeLive) SubscribeValues(_ auth.Grant, buf int) (<-chan gateway.TagValue, func() uint64, func()) {
+	ch := make(chan gateway.TagValue, buf)
 	f.mu.Lock()
 	f.subs = append(f.subs, ch)
 	f.mu.Unlock()
 	return ch, func() uint64 { return 0 }, func() {}
 }
 
-func (f *fakeLive) publish(tv apitypes.TagValue) int {
+func (f *fakeLive) publish(tv gateway.TagValue) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, ch := range f.subs {
@@ -158,13 +165,13 @@ func (f *fakeLive) publish(tv apitypes.TagValue) int {
 }
 
 type fakeUsers struct {
-	added []apitypes.UserRequest
+	added []gateway.NewUser
 }
 
-func (f *fakeUsers) ListUsers(context.Context) ([]apitypes.UserInfo, error) {
-	return []apitypes.UserInfo{{Name: "op", Realm: "operator", Level: "operate", Created: testNow, Changed: testNow}}, nil
+func (f *fakeUsers) ListUsers(context.Context) ([]gateway.User, error) {
+	return []gateway.User{{Name: "op", Realm: auth.RealmOperator, Level: auth.LevelOperate, Created: testNow, Changed: testNow}}, nil
 }
-func (f *fakeUsers) AddUser(_ context.Context, _ auth.Grant, req apitypes.UserRequest) error {
+func (f *fakeUsers) AddUser(_ context.Context, _ auth.Grant, req gateway.NewUser) error {
 	if req.Name == "op" {
 		return fmt.Errorf("user %q: %w", req.Name, ErrConflict)
 	}
@@ -186,24 +193,24 @@ type recordingTags struct {
 	grants []auth.Grant
 }
 
-func (r *recordingTags) ListTags(_ context.Context, g auth.Grant) []apitypes.TagInfo {
-	return []apitypes.TagInfo{
-		{Path: "Line1/Speed", Type: "float64", WriteLevel: "operate", Units: "rpm"},
-		{Path: "Line1/Setpoint", Type: "float64", WriteLevel: "operate"},
-		{Path: "Line1/Limit", Type: "float64", WriteLevel: "supervise"},
-		{Path: "Line1/Counter", Type: "int32", WriteLevel: "operate", ReadOnly: true},
+func (r *recordingTags) ListTags(_ context.Context, g auth.Grant) []gateway.TagInfo {
+	return []gateway.TagInfo{
+		{Path: "Line1/Speed", Type: value.Float64, WriteLevel: auth.LevelOperate, Units: "rpm"},
+		{Path: "Line1/Setpoint", Type: value.Float64, WriteLevel: auth.LevelOperate},
+		{Path: "Line1/Limit", Type: value.Float64, WriteLevel: auth.LevelSupervise},
+		{Path: "Line1/Counter", Type: value.Int32, WriteLevel: auth.LevelOperate, ReadOnly: true},
 	}
 }
 
-func (r *recordingTags) WriteTags(ctx context.Context, g auth.Grant, ws []apitypes.TagWrite) ([]apitypes.WriteResult, error) {
+func (r *recordingTags) WriteTags(ctx context.Context, g auth.Grant, ws []gateway.TagWrite) ([]gateway.WriteResult, error) {
 	r.mu.Lock()
 	r.grants = append(r.grants, g)
 	r.mu.Unlock()
-	out := make([]apitypes.WriteResult, len(ws))
+	out := make([]gateway.WriteResult, len(ws))
 	for i, w := range ws {
-		out[i] = apitypes.WriteResult{Path: w.Path, Status: "Good"}
+		out[i] = gateway.WriteResult{Path: w.Path, Quality: value.Good}
 		if w.Path == "Line1/Limit" && !g.AllowsLevel(auth.LevelSupervise) {
-			out[i] = apitypes.WriteResult{Path: w.Path, Status: "Bad_UserAccessDenied", Reason: `write level "supervise" required`}
+			out[i] = gateway.WriteResult{Path: w.Path, Quality: value.BadUserAccessDenied, Reason: `write level "supervise" required`}
 		}
 	}
 	return out, nil
@@ -216,15 +223,15 @@ type recordingScripts struct {
 	args   []string
 }
 
-func (r *recordingScripts) RunScript(_ context.Context, g auth.Grant, module, entry string, args json.RawMessage) (apitypes.ScriptRun, error) {
+func (r *recordingScripts) RunScript(_ context.Context, g auth.Grant, module, entry string, args json.RawMessage) (gateway.ScriptRun, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.grants = append(r.grants, g)
 	r.args = append(r.args, string(args))
 	if entry == "chain" && !g.HasScope(auth.ScriptExecute) {
-		return apitypes.ScriptRun{}, &scriptErr{kind: "permission_denied", detail: `missing scope "script:execute" for system.script.runOnGateway`}
+		return gateway.ScriptRun{}, scriptErr("permission_denied", `missing scope "script:execute" for system.script.runOnGateway`)
 	}
-	return apitypes.ScriptRun{Result: json.RawMessage(`"started"`)}, nil
+	return gateway.ScriptRun{Result: json.RawMessage(`"started"`)}, nil
 }
 
 type lvEnv struct {
@@ -259,7 +266,7 @@ func newLVEnv(t *testing.T, cfg Config) *lvEnv {
 		cfg.Now = func() time.Time { return testNow }
 	}
 	s, err := New(cfg, Deps{Auth: fakeAuth{}, Tags: e.tags, Scripts: e.scripts, Sessions: e.sessions, Users: e.users,
-		LiveView: e.lv, Live: e.live, Health: fakeHealth{apitypes.Health{Status: "ok"}},
+		LiveView: e.lv, Live: e.live, Health: fakeHealth{gateway.HealthReport{Status: "ok"}},
 		TLS: &apitypes.TLSInfo{Mode: "auto", FingerprintSHA256: "AA:BB"}}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -685,10 +692,10 @@ func TestWS_LiveValuesAndRevocationClosesSocket(t *testing.T) {
 		t.Fatalf("snapshot %+v", m)
 	}
 	next("heartbeat")
-	for e.live.publish(apitypes.TagValue{Path: "Other/Tag", Quality: "Good", Value: 1.0}) == 0 {
+	for e.live.publish(gateway.TagValue{Path: "Other/Tag", VQT: value.VQT{Quality: value.Good, Value: 1.0}}) == 0 {
 		time.Sleep(5 * time.Millisecond)
 	}
-	e.live.publish(apitypes.TagValue{Path: "Line1/Speed", Quality: "Good", Value: 13.0})
+	e.live.publish(gateway.TagValue{Path: "Line1/Speed", VQT: value.VQT{Quality: value.Good, Value: 13.0}})
 	if m := next("values"); len(m.Values) != 1 || m.Values[0].Path != "Line1/Speed" || fmt.Sprint(m.Values[0].Value) != "13" {
 		t.Fatalf("change %+v (the unsubscribed tag must not show)", m)
 	}

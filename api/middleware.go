@@ -12,7 +12,7 @@ import (
 )
 
 // wrap is THE middleware: it enforces one route's row of the table, once,
-// for every handler (STYLE.md rule 12). In order: the route's write
+// for every handler (one route table, enforced once). In order: the route's write
 // deadline; credentials (401) and the route's scope or permission (403)
 // unless the route is public; the dependency (501); the body limit (413);
 // then the handler, whose error becomes a problem. A panic in a handler is
@@ -78,7 +78,7 @@ func (s *Server) wrap(rt route) http.Handler {
 // the grant of the browser session named by the session cookie
 // (authorizeSession: CSRF checked, grant derived on the server). The
 // request returned carries the session in its context. Refusals are logged
-// (DESIGN.md: denials are loud).
+// (denials are loud and typed).
 func (s *Server) authorize(r *http.Request, rt route, target string) (*http.Request, auth.Grant, error) {
 	if rt.need.isPublic() {
 		return r, auth.Grant{}, nil
@@ -115,7 +115,7 @@ func (s *Server) authorize(r *http.Request, rt route, target string) (*http.Requ
 		return r, auth.Grant{}, &httpError{status: http.StatusServiceUnavailable, kind: KindUnavailable,
 			detail: "credentials could not be checked; retry", retryAfter: true}
 	}
-	if !g.Expires.IsZero() && !s.cfg.Now().Before(g.Expires) {
+	if g.Expired(s.cfg.Now()) {
 		s.log.InfoContext(r.Context(), "request refused", slog.String("route", target), slog.String("principal", g.Principal),
 			slog.String("reason", "expired"))
 		return r, auth.Grant{}, errorf(http.StatusUnauthorized, KindUnauthenticated,

@@ -11,6 +11,7 @@ import (
 
 	"qubiq.dev/edge/api/apitypes"
 	"qubiq.dev/edge/auth"
+	"qubiq.dev/edge/gateway"
 )
 
 // Problem kinds the server itself produces (the "kind" of a problem body).
@@ -47,7 +48,8 @@ func errorf(status int, kind, format string, args ...any) *httpError {
 	return &httpError{status: status, kind: kind, detail: fmt.Sprintf(format, args...)}
 }
 
-// scriptStatus maps a ScriptError kind to its status (DESIGN.md, REST).
+// scriptStatus maps a *gateway.ScriptError kind to its status (README:
+// REST, POST /scripts/{module}/{entry}/run).
 var scriptStatus = map[string]int{
 	"timeout":               http.StatusGatewayTimeout,
 	"permission_denied":     http.StatusForbidden,
@@ -67,7 +69,7 @@ func classify(err error) (p apitypes.Problem, retryAfter, internal bool) {
 	var (
 		he  *httpError
 		de  *auth.DeniedError
-		se  ScriptError
+		se  *gateway.ScriptError
 		mbe *http.MaxBytesError
 	)
 	switch {
@@ -77,11 +79,11 @@ func classify(err error) (p apitypes.Problem, retryAfter, internal bool) {
 		return newProblem(http.StatusRequestEntityTooLarge, KindTooLarge,
 			fmt.Sprintf("request body exceeds the route's limit of %d bytes", mbe.Limit)), false, false
 	case errors.As(err, &se):
-		st, ok := scriptStatus[se.Kind()]
+		st, ok := scriptStatus[se.Kind]
 		if !ok {
 			st = http.StatusInternalServerError
 		}
-		return newProblem(st, se.Kind(), se.Detail()), se.Kind() == KindBusy, false
+		return newProblem(st, se.Kind, se.Detail), se.Kind == KindBusy, false
 	case errors.Is(err, ErrUnauthenticated):
 		return newProblem(http.StatusUnauthorized, KindUnauthenticated, err.Error()), false, false
 	case errors.As(err, &de):
@@ -90,6 +92,10 @@ func classify(err error) (p apitypes.Problem, retryAfter, internal bool) {
 		return newProblem(http.StatusBadRequest, KindInvalid, err.Error()), false, false
 	case errors.Is(err, ErrNotFound):
 		return newProblem(http.StatusNotFound, KindNotFound, err.Error()), false, false
+	case errors.Is(err, ErrConflict):
+		return newProblem(http.StatusConflict, KindConflict, err.Error()), false, false
+	case errors.Is(err, ErrInstallFailed):
+		return newProblem(http.StatusBadGateway, KindInstallFailed, err.Error()), false, false
 	case errors.Is(err, ErrUnavailable):
 		return newProblem(http.StatusServiceUnavailable, KindUnavailable, err.Error()+"; retry"), true, false
 	case errors.Is(err, context.Canceled):

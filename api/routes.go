@@ -8,7 +8,7 @@ import (
 )
 
 // need is what a route requires of the caller's grant: nothing (public), a
-// scope, or a permission (DESIGN.md, route table).
+// scope, or a permission (the route table, testdata/routes.md).
 type need struct {
 	scope   auth.Scope
 	perm    auth.Permission
@@ -26,7 +26,7 @@ var aSession = need{session: true}
 
 func (n need) isPublic() bool { return n.scope == "" && n.perm == "" && !n.session }
 
-// String names the need as DESIGN.md's route table does: "nothing",
+// String names the need as the contract's route table (testdata/routes.md) does: "nothing",
 // "tag:read", "designer".
 func (n need) String() string {
 	switch {
@@ -116,7 +116,7 @@ type route struct {
 	// read and write deadlines are lifted; the handler keeps its own.
 	stream bool
 	// liveview: a LiveView session is not checked against need but
-	// against the panel's exposed entries, in the handler (DESIGN.md:
+	// against the panel's exposed entries, in the handler (the route table:
 	// "POST /scripts/{module}/{entry}/run | script:execute (a LiveView
 	// session: see below)").
 	liveview bool
@@ -129,11 +129,11 @@ func (rt route) pattern() string { return rt.method + " " + rt.path }
 // prefix is the path prefix of every route of the REST API.
 const prefix = "/api/v1"
 
-// routes is THE route table (DESIGN.md, REST, "Routes and what they need";
-// STYLE.md rule 12): every route the server answers, with what it needs.
+// routes is THE route table (testdata/routes.md, "Routes and what they need";
+// enforced once, in middleware): every route the server answers, with what it needs.
 // The middleware (Server.wrap) enforces need, dep, bodyLimit and longWrite;
 // handlers never check them again. routes_test.go checks each need against
-// DESIGN.md's table (testdata/routes.md).
+// the contract's route table (testdata/routes.md) (testdata/routes.md).
 var routes = []route{
 	{method: "GET", path: prefix + "/health", need: public, dep: depHealth, handle: (*Server).health},
 
@@ -145,6 +145,7 @@ var routes = []route{
 	{method: "GET", path: prefix + "/scripts", need: perm(auth.Designer), dep: depScripts, handle: (*Server).listScripts},
 	{method: "POST", path: prefix + "/scripts/lint", need: perm(auth.Designer), dep: depScripts, handle: (*Server).lintScript},
 	{method: "PUT", path: prefix + "/scripts/{module}", need: perm(auth.Designer), dep: depScripts, handle: (*Server).saveScript},
+	{method: "POST", path: prefix + "/scripts/{module}/rollback", need: perm(auth.Designer), dep: depScripts, handle: (*Server).rollbackScript},
 	{method: "POST", path: prefix + "/scripts/{module}/{entry}/run", need: scope(auth.ScriptExecute), dep: depScripts,
 		longWrite: true, liveview: true, handle: (*Server).runScript},
 
@@ -155,7 +156,7 @@ var routes = []route{
 	{method: "GET", path: prefix + "/apikeys", need: perm(auth.UsersAdmin), dep: depAPIKeys, handle: (*Server).listAPIKeys},
 	{method: "DELETE", path: prefix + "/apikeys/{id}", need: perm(auth.UsersAdmin), dep: depAPIKeys, handle: (*Server).revokeAPIKey},
 
-	// DESIGN.md: "firmware (provision: the bootstrap token)"; the bootstrap
+	// the route table: "firmware (provision: the bootstrap token)"; the bootstrap
 	// token holds every permission, and Provisioner decides the rest.
 	{method: "POST", path: prefix + "/provision", need: perm(auth.Firmware), dep: depProvision, handle: (*Server).provision},
 

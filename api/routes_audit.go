@@ -4,10 +4,11 @@ import (
 	"net/http"
 	"strconv"
 
+	"qubiq.dev/edge/api/apitypes"
 	"qubiq.dev/edge/auth"
 )
 
-// auditRoutes list the audit log (DESIGN.md route table: GET /audit needs
+// auditRoutes list the audit log (the route table, testdata/routes.md: GET /audit needs
 // users_admin). routes.go's table gets them through init.
 var auditRoutes = []route{
 	{method: "GET", path: prefix + "/audit", need: perm(auth.UsersAdmin), dep: depAudit, handle: (*Server).listAudit},
@@ -39,6 +40,10 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request, _ auth.Grant)
 	if err != nil {
 		return err
 	}
-	s.writeJSON(w, r, http.StatusOK, nonNil(recs))
+	out := make([]apitypes.AuditRecord, len(recs))
+	for i, rec := range recs {
+		out[i] = wireAudit(rec)
+	}
+	s.writeJSON(w, r, http.StatusOK, out)
 	return nil
 }

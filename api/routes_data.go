@@ -10,10 +10,11 @@ import (
 
 	"qubiq.dev/edge/api/apitypes"
 	"qubiq.dev/edge/auth"
+	"qubiq.dev/edge/gateway"
 )
 
 // dataRoutes are the routes of the system.* data services (issue 4;
-// DESIGN.md route table). routes.go splices them into the route table.
+// the route table, testdata/routes.md). routes.go splices them into the route table.
 // PUT /files takes bodies up to fileBodyLimit; the daemon's files limit
 // (Data.MaxFileBytes) then applies.
 var dataRoutes = []route{
@@ -39,7 +40,8 @@ func (s *Server) runNamedQuery(w http.ResponseWriter, r *http.Request, g auth.Gr
 	if err := decodeBody(r, &req, decodeOpts{allowEmpty: true}); err != nil {
 		return err
 	}
-	rows, err := s.deps.Data.RunNamedQuery(r.Context(), g, r.PathValue("name"), req.Params, req.Database)
+	rows, err := s.deps.Data.RunNamedQuery(r.Context(), g, gateway.NamedQuery{Name: r.PathValue("name"), Params: req.Params,
+		Database: req.Database, Encoding: gateway.RowsPlain})
 	if err != nil {
 		return err
 	}
@@ -65,7 +67,7 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request, g auth.Grant) e
 			return errorf(http.StatusBadRequest, KindInvalid, "unknown query parameter %q (want path, start, end, interval_ms, aggregate)", k)
 		}
 	}
-	q := apitypes.HistoryQuery{Paths: qv["path"], Aggregate: qv.Get("aggregate")}
+	q := gateway.HistoryQuery{Paths: qv["path"], Aggregate: qv.Get("aggregate")}
 	if len(q.Paths) == 0 {
 		return errorf(http.StatusBadRequest, KindInvalid, `missing "path" (repeat it for several tags)`)
 	}
@@ -82,18 +84,21 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request, g auth.Grant) e
 		}
 	}
 	if iv := qv.Get("interval_ms"); iv != "" {
-		if q.IntervalMS, err = strconv.ParseInt(iv, 10, 64); err != nil || q.IntervalMS <= 0 {
+		ms, err := strconv.ParseInt(iv, 10, 64)
+		if err != nil || ms <= 0 {
 			return errorf(http.StatusBadRequest, KindInvalid, "interval_ms %q: want a positive integer", iv)
 		}
+		q.Interval = time.Duration(ms) * time.Millisecond
 	}
 	series, err := s.deps.Data.History(r.Context(), g, q)
 	if err != nil {
 		return err
 	}
-	for i := range series {
-		series[i].Points = nonNil(series[i].Points)
+	out := make([]apitypes.HistorySeries, len(series))
+	for i, hs := range series {
+		out[i] = wireSeries(hs)
 	}
-	s.writeJSON(w, r, http.StatusOK, nonNil(series))
+	s.writeJSON(w, r, http.StatusOK, out)
 	return nil
 }
 
@@ -225,10 +230,6 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, g auth.Gran
 	if err != nil {
 		return err
 	}
-	if len(run.Result) == 0 {
-		run.Result = json.RawMessage("null")
-	}
-	run.Logs = nonNil(run.Logs)
-	s.writeJSON(w, r, http.StatusOK, run)
+	s.writeRun(w, r, run)
 	return nil
 }

@@ -12,8 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"qubiq.dev/edge/api/apitypes"
 	"qubiq.dev/edge/auth"
+	"qubiq.dev/edge/gateway"
+	"qubiq.dev/edge/value"
 )
 
 // scopeAuth grants exactly the scopes its token names: "scopes:" followed
@@ -50,20 +51,19 @@ func (f *fakeData) rec(c string) error {
 	return f.err
 }
 
-func (f *fakeData) RunNamedQuery(_ context.Context, _ auth.Grant, name string, params json.RawMessage, db string) (json.RawMessage, error) {
-	if err := f.rec("named " + name + " " + string(params) + " " + db); err != nil {
+func (f *fakeData) RunNamedQuery(_ context.Context, _ auth.Grant, q gateway.NamedQuery) (json.RawMessage, error) {
+	if err := f.rec("named " + q.Name + " " + string(q.Params) + " " + q.Database); err != nil {
 		return nil, err
 	}
 	return json.RawMessage(`[{"id":7}]`), nil
 }
 
-func (f *fakeData) History(_ context.Context, _ auth.Grant, q apitypes.HistoryQuery) ([]apitypes.HistorySeries, error) {
-	if err := f.rec(fmt.Sprintf("history %v %s %s %d %s", q.Paths, q.Start.Format(time.RFC3339), q.End.Format(time.RFC3339), q.IntervalMS, q.Aggregate)); err != nil {
+func (f *fakeData) History(_ context.Context, _ auth.Grant, q gateway.HistoryQuery) ([]gateway.HistorySeries, error) {
+	if err := f.rec(fmt.Sprintf("history %v %s %s %d %s", q.Paths, q.Start.Format(time.RFC3339), q.End.Format(time.RFC3339), q.Interval.Milliseconds(), q.Aggregate)); err != nil {
 		return nil, err
 	}
-	iv := q.IntervalMS
-	return []apitypes.HistorySeries{{Path: q.Paths[0], Aggregate: "avg", IntervalMS: &iv, Known: true,
-		Points: []apitypes.HistoryPoint{{Timestamp: testNow, Value: 1.5, Quality: "Good"}}}}, nil
+	return []gateway.HistorySeries{{Path: q.Paths[0], Aggregate: "avg", Interval: q.Interval, Known: true,
+		Points: []gateway.HistoryPoint{{Time: testNow, Value: 1.5, Quality: value.Good}}}}, nil
 }
 
 func (f *fakeData) GetVar(_ context.Context, _ auth.Grant, key string) (json.RawMessage, error) {
@@ -115,11 +115,11 @@ func (f *fakeData) DeleteFile(_ context.Context, _ auth.Grant, path string) erro
 	return f.rec("rm " + path)
 }
 
-func (f *fakeData) SendMessage(_ context.Context, _ auth.Grant, h string, payload json.RawMessage) (apitypes.ScriptRun, error) {
+func (f *fakeData) SendMessage(_ context.Context, _ auth.Grant, h string, payload json.RawMessage) (gateway.ScriptRun, error) {
 	if err := f.rec("msg " + h + " " + string(payload)); err != nil {
-		return apitypes.ScriptRun{}, err
+		return gateway.ScriptRun{}, err
 	}
-	return apitypes.ScriptRun{Result: json.RawMessage(`"done"`)}, nil
+	return gateway.ScriptRun{Result: json.RawMessage(`"done"`)}, nil
 }
 
 func (f *fakeData) MaxFileBytes() int64 { return 16 }
@@ -168,7 +168,7 @@ var dataRequests = []struct {
 
 // TestDataRoutes_ScopeMatrix: every data route × every scope set (each
 // single scope, none, all): allowed if and only if the set holds the
-// route's scope (DESIGN.md route table); a refusal is 403 naming the scope
+// route's scope (the route table, testdata/routes.md); a refusal is 403 naming the scope
 // and never reaches the service.
 func TestDataRoutes_ScopeMatrix(t *testing.T) {
 	sets := [][]auth.Scope{nil, auth.AllScopes}

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,10 +11,11 @@ import (
 
 	"qubiq.dev/edge/api/apitypes"
 	"qubiq.dev/edge/auth"
+	"qubiq.dev/edge/gateway"
 )
 
 // projectRoutes are the routes of project administration and device
-// browsing (issues 5 and 6; DESIGN.md route table: "project, devices, tags
+// browsing (the route table, testdata/routes.md: "project, devices, tags
 // (create/change/delete), POST /project/import, GET /project/export |
 // designer" and "GET /devices/{name}/browse | tag:read"). Tag import and
 // export change and show the project, so they need designer too. routes.go
@@ -35,48 +35,6 @@ var projectRoutes = []route{
 // /tags/import: 16 MiB (some 100,000 tags).
 const ImportBodyLimit = 16 << 20
 
-// ProjectAdmin is the project as the API sees it: import and export of the
-// whole project and of its tags, and browsing a device's address space. g
-// is the caller's grant (audited with every change).
-//
-// An import is all or nothing: on any problem it returns a *ProjectError
-// listing every problem with its line and applies nothing; else the project
-// is validated like qubiqd --check-config, applied without a restart and
-// stored, and the answer says what changed.
-type ProjectAdmin interface {
-	// ImportProject replaces the project with doc (the project file, YAML
-	// or JSON).
-	ImportProject(ctx context.Context, g auth.Grant, doc []byte) (apitypes.ProjectChanges, error)
-	// ExportProject returns the running project file (YAML).
-	ExportProject(ctx context.Context) ([]byte, error)
-	// ImportTags upserts the tags of doc (format "csv" or "yaml") into the
-	// project by path; the other tags stay.
-	ImportTags(ctx context.Context, g auth.Grant, format string, doc []byte) (apitypes.ProjectChanges, error)
-	// ExportTags returns the project's tags as format "csv" or "yaml".
-	ExportTags(ctx context.Context, format string) ([]byte, error)
-	// BrowseDevice returns the children of node ("" the root) in the named
-	// device's address space. An unknown device or node wraps ErrNotFound,
-	// a driver that cannot browse ErrInvalid, a device that cannot answer
-	// now ErrUnavailable.
-	BrowseDevice(ctx context.Context, g auth.Grant, name, node string) ([]apitypes.BrowseNode, error)
-}
-
-// ProjectError refuses an import: every problem found, each with its line
-// (0 for none). The server answers 400, kind "invalid", with the list
-// (apitypes.InvalidProjectProblem).
-type ProjectError struct {
-	Problems []apitypes.ProjectProblem
-}
-
-// Error returns the messages, one per line.
-func (e *ProjectError) Error() string {
-	msgs := make([]string, len(e.Problems))
-	for i, p := range e.Problems {
-		msgs[i] = p.Message
-	}
-	return strings.Join(msgs, "\n")
-}
-
 // projectAdmin returns the dependency, or the 501 its routes answer
 // without one.
 func (s *Server) projectAdmin(r *http.Request) (ProjectAdmin, error) {
@@ -87,6 +45,11 @@ func (s *Server) projectAdmin(r *http.Request) (ProjectAdmin, error) {
 	return s.deps.Project, nil
 }
 
+// ProjectError refuses an import: every problem found, each with its line
+// (0 for none). The server answers 400, kind "invalid", with the list
+// (apitypes.InvalidProjectProblem).
+type ProjectError = gateway.ProjectError
+
 // writeProjectError answers a *ProjectError as 400 with every problem, and
 // anything else as writeError does.
 func (s *Server) writeProjectError(w http.ResponseWriter, r *http.Request, err error) error {
@@ -94,8 +57,12 @@ func (s *Server) writeProjectError(w http.ResponseWriter, r *http.Request, err e
 	if !errors.As(err, &pe) {
 		return err
 	}
+	problems := make([]apitypes.ProjectProblem, len(pe.Problems))
+	for i, pr := range pe.Problems {
+		problems[i] = apitypes.ProjectProblem{Line: pr.Line, Message: pr.Message}
+	}
 	p := apitypes.InvalidProjectProblem{Problem: newProblem(http.StatusBadRequest, KindInvalid, pe.Error()),
-		Errors: nonNil(pe.Problems)}
+		Errors: problems}
 	b, merr := json.Marshal(p)
 	if merr != nil {
 		return merr
@@ -172,7 +139,7 @@ func (s *Server) importProject(w http.ResponseWriter, r *http.Request, g auth.Gr
 	if err != nil {
 		return s.writeProjectError(w, r, err)
 	}
-	s.writeJSON(w, r, http.StatusOK, normChanges(ch))
+	s.writeJSON(w, r, http.StatusOK, normChanges(wireChanges(ch)))
 	return nil
 }
 
@@ -206,7 +173,7 @@ func (s *Server) importTags(w http.ResponseWriter, r *http.Request, g auth.Grant
 	if err != nil {
 		return s.writeProjectError(w, r, err)
 	}
-	s.writeJSON(w, r, http.StatusOK, normChanges(ch))
+	s.writeJSON(w, r, http.StatusOK, normChanges(wireChanges(ch)))
 	return nil
 }
 
@@ -245,7 +212,11 @@ func (s *Server) browseDevice(w http.ResponseWriter, r *http.Request, g auth.Gra
 	if err != nil {
 		return err
 	}
-	s.writeJSON(w, r, http.StatusOK, nonNil(nodes))
+	out := make([]apitypes.BrowseNode, len(nodes))
+	for i, n := range nodes {
+		out[i] = apitypes.BrowseNode{NodeID: n.NodeID, BrowseName: n.BrowseName, NodeClass: n.NodeClass, DataType: n.DataType, Writable: n.Writable}
+	}
+	s.writeJSON(w, r, http.StatusOK, out)
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"qubiq.dev/edge/api/apitypes"
 	"qubiq.dev/edge/auth"
+	"qubiq.dev/edge/gateway"
 )
 
 // permAuth: "designer" holds the designer permission only, "reader"
@@ -38,9 +39,9 @@ type fakeProject struct {
 	err   error
 }
 
-var testChanges = apitypes.ProjectChanges{Tags: apitypes.ChangeSet{Added: []string{"Line1/New"}}}
+var testChanges = gateway.ProjectChanges{Tags: gateway.ChangeSet{Added: []string{"Line1/New"}}}
 
-func (f *fakeProject) ImportProject(_ context.Context, g auth.Grant, doc []byte) (apitypes.ProjectChanges, error) {
+func (f *fakeProject) ImportProject(_ context.Context, g auth.Grant, doc []byte) (gateway.ProjectChanges, error) {
 	f.calls = append(f.calls, "project "+g.Principal+" "+string(doc))
 	return testChanges, f.err
 }
@@ -50,7 +51,7 @@ func (f *fakeProject) ExportProject(context.Context) ([]byte, error) {
 	return []byte("devices: []\n"), f.err
 }
 
-func (f *fakeProject) ImportTags(_ context.Context, g auth.Grant, format string, doc []byte) (apitypes.ProjectChanges, error) {
+func (f *fakeProject) ImportTags(_ context.Context, g auth.Grant, format string, doc []byte) (gateway.ProjectChanges, error) {
 	f.calls = append(f.calls, "tags "+format+" "+string(doc))
 	return testChanges, f.err
 }
@@ -60,7 +61,7 @@ func (f *fakeProject) ExportTags(_ context.Context, format string) ([]byte, erro
 	return []byte("doc:" + format), f.err
 }
 
-func (f *fakeProject) BrowseDevice(_ context.Context, _ auth.Grant, name, node string) ([]apitypes.BrowseNode, error) {
+func (f *fakeProject) BrowseDevice(_ context.Context, _ auth.Grant, name, node string) ([]gateway.BrowseNode, error) {
 	f.calls = append(f.calls, "browse "+name+" "+node)
 	switch name {
 	case "nope":
@@ -68,7 +69,7 @@ func (f *fakeProject) BrowseDevice(_ context.Context, _ auth.Grant, name, node s
 	case "plc":
 		return nil, fmt.Errorf("device %q: driver cannot browse: %w", name, ErrInvalid)
 	}
-	return []apitypes.BrowseNode{{NodeID: "nsu=urn:x;s=A", BrowseName: "A", NodeClass: "Variable", DataType: "Double"}}, f.err
+	return []gateway.BrowseNode{{NodeID: "nsu=urn:x;s=A", BrowseName: "A", NodeClass: "Variable", DataType: "Double"}}, f.err
 }
 
 func newProjectEnv(t *testing.T) (*Server, *fakeProject) {
@@ -129,7 +130,7 @@ func TestProjectRoutes_Need_DesignerOrTagRead(t *testing.T) {
 // 400 with every problem and its line, in the detail and as a list.
 func TestProjectRoutes_Import_400ListsEveryError(t *testing.T) {
 	s, fp := newProjectEnv(t)
-	fp.err = &ProjectError{Problems: []apitypes.ProjectProblem{
+	fp.err = &ProjectError{Problems: []gateway.Problem{
 		{Line: 3, Message: `line 3: tag "A": scale "x": want factor`},
 		{Line: 7, Message: `line 7: tag "B": unknown device "plc9"`},
 		{Message: "no tags list"},

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// contractRow is one route item of DESIGN.md's route table.
+// contractRow is one route item of the contract's route table (testdata/routes.md).
 type contractRow struct {
 	methods []string // empty: any method
 	path    string   // without /api/v1, parameters as {}
@@ -22,7 +22,7 @@ var paramRE = regexp.MustCompile(`\{[^}]*\}`)
 func normPath(p string) string { return paramRE.ReplaceAllString(p, "{}") }
 
 // loadContract parses testdata/routes.md, a copy of the table "Routes and
-// what they need" of DESIGN.md.
+// what they need" of the contract (testdata/routes.md).
 func loadContract(t *testing.T) []contractRow {
 	t.Helper()
 	b, err := os.ReadFile("testdata/routes.md")
@@ -81,7 +81,7 @@ func firstWord(s string) string {
 	return s
 }
 
-// contractNeed returns what DESIGN.md says method path needs: an exact
+// contractNeed returns what the contract (testdata/routes.md) says method path needs: an exact
 // item first, else the longest prefix item.
 func contractNeed(rows []contractRow, method, path string) (string, bool) {
 	path = normPath(path)
@@ -118,10 +118,10 @@ func TestRoutes_Need_MatchesDesign(t *testing.T) {
 			}
 			want, ok := contractNeed(rows, rt.method, path)
 			if !ok {
-				t.Fatalf("route %s is not in DESIGN.md's route table", rt.pattern())
+				t.Fatalf("route %s is not in the contract's route table (testdata/routes.md)", rt.pattern())
 			}
 			if got := rt.need.String(); got != want {
-				t.Errorf("route %s needs %q, DESIGN.md says %q", rt.pattern(), got, want)
+				t.Errorf("route %s needs %q, the contract says %q", rt.pattern(), got, want)
 			}
 		})
 	}
@@ -158,7 +158,7 @@ func TestRoutes_Table_HasIssueRoutes(t *testing.T) {
 }
 
 // TestRoutes_ContractParser_KnownRows guards the parser itself: rows whose
-// need is known from DESIGN.md by reading it.
+// need is known from the contract by reading it.
 func TestRoutes_ContractParser_KnownRows(t *testing.T) {
 	rows := loadContract(t)
 	tests := []struct{ method, path, want string }{

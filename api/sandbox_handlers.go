@@ -14,6 +14,7 @@ import (
 
 	"qubiq.dev/edge/api/apitypes"
 	"qubiq.dev/edge/auth"
+	"qubiq.dev/edge/gateway"
 )
 
 // Handlers of the sandbox routes (routes_sandbox.go). The middleware has
@@ -31,7 +32,7 @@ const uploadReadTimeout = 10 * time.Minute
 
 // sandboxAdmin returns the dependency, or the 501 every sandbox route
 // answers without one.
-func (s *Server) sandboxAdmin(r *http.Request) (SandboxAdmin, error) {
+func (s *Server) sandboxAdmin(r *http.Request) (gateway.Packages, error) {
 	if s.deps.Sandbox == nil {
 		return nil, errorf(http.StatusNotImplemented, KindNotImplemented,
 			"%s %s is not available in this daemon (sandbox administration)", r.Method, r.URL.Path)
@@ -61,7 +62,7 @@ func (s *Server) writeSandboxError(w http.ResponseWriter, r *http.Request, err e
 	if errors.As(err, &we) {
 		p := apitypes.WideningProblem{
 			Problem:   newProblem(http.StatusConflict, KindAcknowledgementRequired, we.Error()),
-			Widenings: we.Widenings,
+			Widenings: wireWidenings(we.Widenings),
 		}
 		if p.Widenings == nil {
 			p.Widenings = []apitypes.PackageWidening{}
@@ -101,15 +102,16 @@ func (s *Server) listPackages(w http.ResponseWriter, r *http.Request, _ auth.Gra
 	if err != nil {
 		return err
 	}
-	list, err := sa.ListPackages(r.Context())
+	pkgs, err := sa.ListPackages(r.Context())
 	if err != nil {
 		return sandboxError(err)
 	}
+	list := wirePackages(pkgs)
 	for i := range list {
 		list[i].Imports = nonNil(list[i].Imports)
 		list[i].Widens = nonNil(list[i].Widens)
 	}
-	s.writeJSON(w, r, http.StatusOK, nonNil(list))
+	s.writeJSON(w, r, http.StatusOK, list)
 	return nil
 }
 
@@ -119,7 +121,7 @@ func (s *Server) checkIndex(w http.ResponseWriter, r *http.Request, _ auth.Grant
 		return err
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	s.writeJSON(w, r, http.StatusOK, sa.CheckIndex(r.Context()))
+	s.writeJSON(w, r, http.StatusOK, wireIndexCheck(sa.CheckIndex(r.Context())))
 	return nil
 }
 
@@ -164,14 +166,14 @@ func (ps *packageStream) send(ev apitypes.PackageEvent) {
 	}
 }
 
-func (ps *packageStream) progress(ev apitypes.PackageEvent) {
-	ev.Event = apitypes.PackageEventProgress
-	ps.send(ev)
+func (ps *packageStream) progress(p gateway.PackageProgress) {
+	ps.send(apitypes.PackageEvent{Event: apitypes.PackageEventProgress, Step: p.Step, Message: p.Message})
 }
 
 // finish ends the answer: the result, or the error as a problem (a final
 // "error" event once the stream has started).
-func (ps *packageStream) finish(ch apitypes.PackageChange, err error) {
+func (ps *packageStream) finish(gch gateway.PackageChange, err error) {
+	ch := wireChange(gch)
 	if err == nil {
 		ch.Packages = nonNil(ch.Packages)
 		ch.Installed = nonNil(ch.Installed)
@@ -213,7 +215,8 @@ func (s *Server) installPackage(w http.ResponseWriter, r *http.Request, g auth.G
 	if !req.AcknowledgeWidening {
 		progress = nil // the answer is a 409 naming what the package widens
 	}
-	ch, err := sa.InstallPackage(r.Context(), g, req, progress)
+	ch, err := sa.InstallPackage(r.Context(), g, gateway.PackageInstall{Requirement: req.Requirement,
+		AcknowledgeWidening: req.AcknowledgeWidening}, progress)
 	ps.finish(ch, err)
 	return nil
 }
@@ -291,7 +294,7 @@ func (s *Server) uploadPackages(w http.ResponseWriter, r *http.Request, g auth.G
 		}
 	}
 	ps := newPackageStream(s, w, r)
-	// A form field may set ack while the parts are read: the adapter asks
+	// A form field may set ack while the parts are read: the service asks
 	// for it after the last file.
 	ch, err := sa.UploadPackages(r.Context(), g, files, func() bool { return ack }, ps.progress)
 	ps.finish(ch, err)
@@ -328,11 +331,12 @@ func (s *Server) removePackage(w http.ResponseWriter, r *http.Request, g auth.Gr
 	if name == "" || len(name) > 200 {
 		return errorf(http.StatusBadRequest, KindInvalid, "package name %q", name)
 	}
-	ch, err := sa.RemovePackage(r.Context(), g, name)
+	gch, err := sa.RemovePackage(r.Context(), g, name)
 	if err != nil {
 		s.writeSandboxError(w, r, err)
 		return nil
 	}
+	ch := wireChange(gch)
 	ch.Packages = nonNil(ch.Packages)
 	ch.Installed = nonNil(ch.Installed)
 	ch.Allowed = nonNil(ch.Allowed)

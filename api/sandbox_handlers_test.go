@@ -18,6 +18,7 @@ import (
 
 	"qubiq.dev/edge/api/apitypes"
 	"qubiq.dev/edge/auth"
+	"qubiq.dev/edge/gateway"
 )
 
 // Tokens of the sandbox tests: sandbox_admin only, designer only.
@@ -47,7 +48,7 @@ type fakeSandbox struct {
 	ack      bool
 	err      error // returned before any progress
 	midErr   error // returned after two progress events
-	widening []apitypes.PackageWidening
+	widening []gateway.PackageWidening
 }
 
 func (f *fakeSandbox) rec(s string) {
@@ -56,50 +57,50 @@ func (f *fakeSandbox) rec(s string) {
 	f.calls = append(f.calls, s)
 }
 
-func (f *fakeSandbox) SandboxConfig(context.Context) (apitypes.SandboxConfig, error) {
+func (f *fakeSandbox) SandboxConfig(context.Context) (json.RawMessage, error) {
 	f.rec("config")
-	return apitypes.SandboxConfig(`{"index_url":"","linter":"syntax-only"}`), nil
+	return json.RawMessage(`{"index_url":"","linter":"syntax-only"}`), nil
 }
 
-func (f *fakeSandbox) ListPackages(context.Context) ([]apitypes.SandboxPackage, error) {
+func (f *fakeSandbox) ListPackages(context.Context) ([]gateway.Package, error) {
 	f.rec("list")
-	return []apitypes.SandboxPackage{{Name: "qubiq-testpkg", Version: "1.0", Imports: []string{"qtestpkg"}, Requested: true}}, nil
+	return []gateway.Package{{Name: "qubiq-testpkg", Version: "1.0", Imports: []string{"qtestpkg"}, Requested: true}}, nil
 }
 
-func (f *fakeSandbox) change(action string, progress func(apitypes.PackageEvent), ack bool) (apitypes.PackageChange, error) {
+func (f *fakeSandbox) change(action string, progress func(gateway.PackageProgress), ack bool) (gateway.PackageChange, error) {
 	if f.err != nil {
-		return apitypes.PackageChange{}, f.err
+		return gateway.PackageChange{}, f.err
 	}
 	if !ack {
-		return apitypes.PackageChange{}, &WideningError{Widenings: f.widening}
+		return gateway.PackageChange{}, &WideningError{Widenings: f.widening}
 	}
-	progress(apitypes.PackageEvent{Step: "pip", Message: "Processing ./qubiq_testpkg-1.0-py3-none-any.whl"})
-	progress(apitypes.PackageEvent{Step: "swap", Message: "switching"})
+	progress(gateway.PackageProgress{Step: "pip", Message: "Processing ./qubiq_testpkg-1.0-py3-none-any.whl"})
+	progress(gateway.PackageProgress{Step: "swap", Message: "switching"})
 	if f.midErr != nil {
-		return apitypes.PackageChange{}, f.midErr
+		return gateway.PackageChange{}, f.midErr
 	}
-	return apitypes.PackageChange{Action: action, Packages: []string{"qubiq-testpkg"}, Allowed: []string{"math", "qtestpkg"}}, nil
+	return gateway.PackageChange{Action: action, Packages: []string{"qubiq-testpkg"}, Allowed: []string{"math", "qtestpkg"}}, nil
 }
 
-func (f *fakeSandbox) InstallPackage(_ context.Context, g auth.Grant, req apitypes.PackageInstallRequest,
-	progress func(apitypes.PackageEvent)) (apitypes.PackageChange, error) {
+func (f *fakeSandbox) InstallPackage(_ context.Context, g auth.Grant, req gateway.PackageInstall,
+	progress func(gateway.PackageProgress)) (gateway.PackageChange, error) {
 	f.rec("install " + req.Requirement + " by " + g.Principal)
 	return f.change("install", progress, req.AcknowledgeWidening)
 }
 
 func (f *fakeSandbox) UploadPackages(_ context.Context, g auth.Grant, files WheelFiles, ack func() bool,
-	progress func(apitypes.PackageEvent)) (apitypes.PackageChange, error) {
+	progress func(gateway.PackageProgress)) (gateway.PackageChange, error) {
 	for {
 		name, r, err := files()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return apitypes.PackageChange{}, err
+			return gateway.PackageChange{}, err
 		}
 		b, err := io.ReadAll(r)
 		if err != nil {
-			return apitypes.PackageChange{}, err
+			return gateway.PackageChange{}, err
 		}
 		f.mu.Lock()
 		if f.files == nil {
@@ -113,20 +114,20 @@ func (f *fakeSandbox) UploadPackages(_ context.Context, g auth.Grant, files Whee
 	return f.change("install", progress, f.ack)
 }
 
-func (f *fakeSandbox) RemovePackage(_ context.Context, g auth.Grant, name string) (apitypes.PackageChange, error) {
+func (f *fakeSandbox) RemovePackage(_ context.Context, g auth.Grant, name string) (gateway.PackageChange, error) {
 	f.rec("remove " + name + " by " + g.Principal)
 	if f.err != nil {
-		return apitypes.PackageChange{}, f.err
+		return gateway.PackageChange{}, f.err
 	}
-	return apitypes.PackageChange{Action: "remove", Packages: []string{name}}, nil
+	return gateway.PackageChange{Action: "remove", Packages: []string{name}}, nil
 }
 
-func (f *fakeSandbox) CheckIndex(context.Context) apitypes.IndexCheck {
+func (f *fakeSandbox) CheckIndex(context.Context) gateway.IndexCheck {
 	f.rec("check")
-	return apitypes.IndexCheck{IndexURL: "http://127.0.0.1:1/simple", Reason: "connection refused", DurationMS: 0.4}
+	return gateway.IndexCheck{IndexURL: "http://127.0.0.1:1/simple", Reason: "connection refused", DurationMS: 0.4}
 }
 
-func sandboxServer(t *testing.T, sb SandboxAdmin) *Server {
+func sandboxServer(t *testing.T, sb gateway.Packages) *Server {
 	t.Helper()
 	s, err := New(Config{Now: func() time.Time { return testNow }}, Deps{Auth: sandboxAuth{}, Sandbox: sb}, nil)
 	if err != nil {
@@ -212,7 +213,7 @@ func TestSandbox_Reads(t *testing.T) {
 }
 
 func TestSandbox_InstallPackage(t *testing.T) {
-	widen := []apitypes.PackageWidening{{Package: "numpy", Requested: true,
+	widen := []gateway.PackageWidening{{Package: "numpy", Requested: true,
 		Widens: []string{"loads native code through ctypes (numpy.ctypeslib.load_library)"}}}
 	tests := []struct {
 		name       string
@@ -308,7 +309,7 @@ func TestSandbox_UploadPackages(t *testing.T) {
 		}
 	})
 	t.Run("multipart, not acknowledged", func(t *testing.T) {
-		fs := &fakeSandbox{widening: []apitypes.PackageWidening{{Package: "qubiq-testpkg", Widens: []string{"generic"}}}}
+		fs := &fakeSandbox{widening: []gateway.PackageWidening{{Package: "qubiq-testpkg", Widens: []string{"generic"}}}}
 		ct, body := multipartBody("")
 		req := httptest.NewRequest("POST", "/api/v1/sandbox/packages/upload", body)
 		req.Header.Set("Content-Type", ct)

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// Defaults for the zero fields of Config (DESIGN.md, "Every listener has
+// Defaults for the zero fields of Config ("Every listener has
 // timeouts ... and body size limits").
 const (
 	DefaultReadHeaderTimeout = 5 * time.Second

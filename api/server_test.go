@@ -16,6 +16,7 @@ import (
 
 	"qubiq.dev/edge/api/apitypes"
 	"qubiq.dev/edge/auth"
+	"qubiq.dev/edge/gateway"
 	"qubiq.dev/edge/value"
 )
 
@@ -111,7 +112,7 @@ func TestServer_Middleware_Public(t *testing.T) {
 }
 
 func TestServer_Health_FailedIs503(t *testing.T) {
-	s, err := New(Config{}, Deps{Health: fakeHealth{apitypes.Health{Status: "failed", Reasons: []string{"store: open timeout"}}}}, nil)
+	s, err := New(Config{}, Deps{Health: fakeHealth{gateway.HealthReport{Status: "failed", Reasons: []string{"store: open timeout"}}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +244,7 @@ func TestServer_ScriptRoutes_ErrorKinds(t *testing.T) {
 			t.Run(c.method+" "+c.path+"/"+k.kind, func(t *testing.T) {
 				e := newEnv(t, Config{})
 				detail := "Traceback: ZeroDivisionError at line 3"
-				e.scripts.err = fmt.Errorf("run pumps.start: %w", &scriptErr{kind: k.kind, detail: detail})
+				e.scripts.err = fmt.Errorf("run pumps.start: %w", scriptErr(k.kind, detail))
 				rec := e.do(t, c.method, c.path, tokFull, c.body)
 				if rec.Code != k.want {
 					t.Fatalf("status = %d, want %d", rec.Code, k.want)
@@ -633,5 +634,23 @@ func TestServer_Serve_WriteDeadlines(t *testing.T) {
 	}
 	if err == nil {
 		t.Errorf("a short route answered after its write timeout; want the connection cut")
+	}
+}
+
+// TestServer_RollbackScript: a designer rolls a module back to the version
+// before; nothing to go back to is a 409; a reader is refused.
+func TestServer_RollbackScript(t *testing.T) {
+	e := newEnv(t, Config{})
+	rec := e.do(t, "POST", "/api/v1/scripts/pumps/rollback", tokFull, "")
+	if want := `{"module":"pumps","version":2,"entries":[{"name":"start","timeout_ms":1000}],"diagnostics":[]}`; rec.Code != 200 ||
+		strings.TrimSpace(rec.Body.String()) != want {
+		t.Fatalf("rollback: %d %s, want %s", rec.Code, rec.Body, want)
+	}
+	rec = e.do(t, "POST", "/api/v1/scripts/once/rollback", tokFull, "")
+	if p := problemOf(t, rec); rec.Code != 409 || p.Kind != KindConflict || !strings.Contains(p.Detail, "nothing to roll back to") {
+		t.Fatalf("rollback of a single version: %d %+v", rec.Code, p)
+	}
+	if rec := e.do(t, "POST", "/api/v1/scripts/pumps/rollback", tokReader, ""); rec.Code != 403 {
+		t.Fatalf("reader: %d", rec.Code)
 	}
 }

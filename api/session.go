@@ -209,7 +209,7 @@ func (s *Server) sessionCookie(value string, maxAge int) *http.Cookie {
 
 func (s *Server) sessionAnswer(info auth.SessionInfo) apitypes.SessionInfo {
 	out := apitypes.SessionInfo{User: info.User, Realm: string(info.Realm), CSRFToken: info.CSRF,
-		Expires: info.Expires.UTC(), IdleTimeoutS: int64(s.deps.Sessions.IdleTimeout() / time.Second), Permissions: []string{}}
+		Expires: info.Expires.UTC(), IdleTimeoutS: int64(s.idleTimeout() / time.Second), Permissions: []string{}}
 	if info.Realm == auth.RealmOperator {
 		out.Level = info.Level.String()
 	}

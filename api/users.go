@@ -1,30 +1,23 @@
 package api
 
 import (
-	"errors"
 	"net/http"
 
 	"qubiq.dev/edge/api/apitypes"
 	"qubiq.dev/edge/auth"
+	"qubiq.dev/edge/gateway"
 )
-
-// conflictOr turns ErrConflict into a 409 problem; other errors pass.
-func conflictOr(err error) error {
-	if errors.Is(err, ErrConflict) {
-		return errorf(http.StatusConflict, KindConflict, "%s", err.Error())
-	}
-	return err
-}
 
 func (s *Server) listUsers(w http.ResponseWriter, r *http.Request, _ auth.Grant) error {
 	us, err := s.deps.Users.ListUsers(r.Context())
 	if err != nil {
 		return err
 	}
-	for i := range us {
-		us[i].Permissions = nonNil(us[i].Permissions)
+	out := make([]apitypes.UserInfo, len(us))
+	for i, u := range us {
+		out[i] = wireUser(u)
 	}
-	s.writeJSON(w, r, http.StatusOK, nonNil(us))
+	s.writeJSON(w, r, http.StatusOK, out)
 	return nil
 }
 
@@ -36,21 +29,22 @@ func (s *Server) addUser(w http.ResponseWriter, r *http.Request, g auth.Grant) e
 	if req.Name == "" || req.Realm == "" || req.Password == "" {
 		return errorf(http.StatusBadRequest, KindInvalid, `missing "name", "realm" or "password"`)
 	}
-	// Nothing a request sends widens a grant: a users_admin may not make a
-	// platform user with a permission it does not hold itself.
+	nu := gateway.NewUser{Name: req.Name, Realm: auth.Realm(req.Realm), Password: req.Password}
 	for _, p := range req.Permissions {
-		if !g.HasPermission(auth.Permission(p)) {
-			if _, err := auth.ParsePermission(p); err != nil {
-				return errorf(http.StatusBadRequest, KindInvalid, "permissions: %v", err)
-			}
-			return errorf(http.StatusForbidden, KindPermissionDenied, "cannot grant permission %q: the creating grant does not hold it", p)
+		perm, err := auth.ParsePermission(p)
+		if err != nil {
+			return errorf(http.StatusBadRequest, KindInvalid, "permissions: %v", err)
 		}
+		nu.Permissions = append(nu.Permissions, perm)
 	}
 	if err := covers(g, req.Realm, req.Level, req.Permissions); err != nil {
 		return err
 	}
-	if err := s.deps.Users.AddUser(r.Context(), g, req); err != nil {
-		return conflictOr(err)
+	if req.Level != "" {
+		nu.Level, _ = auth.ParseLevel(req.Level) // covers refused a bad level
+	}
+	if err := s.deps.Users.AddUser(r.Context(), g, nu); err != nil {
+		return err
 	}
 	w.WriteHeader(http.StatusCreated)
 	return nil
@@ -85,37 +79,21 @@ func (s *Server) disableUser(w http.ResponseWriter, r *http.Request, g auth.Gran
 // covers refuses (403, naming what is missing) a user whose LiveView grant
 // (auth.LiveViewGrant: a platform user is unrestricted, an operator gets
 // its level's scopes) would exceed the creating grant g: a users_admin may
-// not mint a user who can do more than itself (DESIGN.md: nothing a request
+// not mint a user who can do more than itself (nothing a request
 // sends widens a grant).
 func covers(g auth.Grant, realm, level string, perms []string) error {
-	s := auth.Session{Realm: auth.Realm(realm)}
+	var l auth.Level
 	if level != "" {
-		l, err := auth.ParseLevel(level)
-		if err != nil {
+		var err error
+		if l, err = auth.ParseLevel(level); err != nil {
 			return errorf(http.StatusBadRequest, KindInvalid, "level: %v", err)
 		}
-		s.Level = l
 	}
-	for _, p := range perms {
-		s.Permissions = append(s.Permissions, auth.Permission(p))
+	ps := make([]auth.Permission, len(perms))
+	for i, p := range perms {
+		ps[i] = auth.Permission(p)
 	}
-	want, _ := auth.LiveViewGrant(s, false)
-	for _, sc := range want.Scopes {
-		if !g.HasScope(sc) {
-			return errorf(http.StatusForbidden, KindPermissionDenied,
-				"cannot create or manage a %s user: its sessions would hold scope %q, which the creating grant does not", realm, sc)
-		}
-	}
-	if want.WriteLevel > g.WriteLevel {
-		return errorf(http.StatusForbidden, KindPermissionDenied,
-			"cannot create or manage a %s user: its sessions would write at level %q, above the creating grant's %q", realm, want.WriteLevel, g.WriteLevel)
-	}
-	for _, p := range want.Permissions {
-		if !g.HasPermission(p) {
-			return errorf(http.StatusForbidden, KindPermissionDenied, "cannot grant permission %q: the creating grant does not hold it", p)
-		}
-	}
-	return nil
+	return g.CoversUser(auth.Realm(realm), l, ps)
 }
 
 // mayManage refuses to change the password of a user who can do more than
@@ -127,7 +105,7 @@ func (s *Server) mayManage(r *http.Request, g auth.Grant, name string) error {
 	}
 	for _, u := range users {
 		if u.Name == name {
-			return covers(g, u.Realm, u.Level, u.Permissions)
+			return g.CoversUser(u.Realm, u.Level, u.Permissions)
 		}
 	}
 	return nil // unknown: SetPassword answers not found

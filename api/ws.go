@@ -35,7 +35,7 @@ const (
 	wsCloseSessionEnded websocket.StatusCode = 4001
 )
 
-// ws serves live values over a WebSocket (DESIGN.md route table: GET /ws
+// ws serves live values over a WebSocket (the route table, testdata/routes.md: GET /ws
 // needs tag:read). The protocol is apitypes.WSMessage. The socket closes
 // at once when the browser session ends (Done), and when the session or a
 // bearer grant expires.
@@ -96,7 +96,7 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request, g auth.Grant) error 
 		if len(paths) == 0 {
 			return send(apitypes.WSMessage{Type: "values", Values: []apitypes.TagValue{}})
 		}
-		return send(apitypes.WSMessage{Type: "values", Values: s.deps.Tags.ReadTags(ctx, g, paths)})
+		return send(apitypes.WSMessage{Type: "values", Values: wireTagValues(s.deps.Tags.ReadTags(ctx, g, paths))})
 	}
 	hb := time.NewTicker(wsHeartbeat)
 	defer hb.Stop()
@@ -134,14 +134,14 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request, g auth.Grant) error 
 		case v := <-changes:
 			batch := []apitypes.TagValue{}
 			if subscribed[v.Path] {
-				batch = append(batch, v)
+				batch = append(batch, apitypes.FromVQT(v.Path, v.VQT))
 			}
 		drain:
 			for len(batch) < 512 {
 				select {
 				case v := <-changes:
 					if subscribed[v.Path] {
-						batch = append(batch, v)
+						batch = append(batch, apitypes.FromVQT(v.Path, v.VQT))
 					}
 				default:
 					break drain
@@ -153,7 +153,7 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request, g auth.Grant) error 
 				}
 			}
 		case now := <-hb.C:
-			if !g.Expires.IsZero() && !s.cfg.Now().Before(g.Expires) {
+			if g.Expired(s.cfg.Now()) {
 				return endSession("credentials expired")
 			}
 			if isSession {

@@ -1,6 +1,6 @@
 // Package auth owns who may do what in QUBIQ Edge: principals, realms, write
 // levels, scopes, permissions and the grant that binds them to one execution
-// (DESIGN.md, "Levels, realms, scopes, grants").
+// (README: Operators and LiveView panels; sandbox/METHODS.md).
 //
 // A Grant is made on the Go side from verified state (an API key, a session,
 // a signed supervisor command, the calling script) and is never widened by
@@ -17,7 +17,7 @@ import (
 )
 
 // Level is a write level. Levels are ordered: LevelView < LevelOperate <
-// LevelSupervise < LevelDesign (DESIGN.md, "Levels, realms, scopes, grants").
+// LevelSupervise < LevelDesign (README: Operators and LiveView panels; sandbox/METHODS.md).
 // A caller at level L may write a tag whose write level is at most L.
 type Level uint8
 
@@ -66,13 +66,15 @@ func (l *Level) UnmarshalText(b []byte) error {
 }
 
 // Scope is a capability a grant may hold, such as "tag:write". The scopes are
-// the contract's (DESIGN.md, "Levels, realms, scopes, grants").
+// the contract's (README: Operators and LiveView panels; sandbox/METHODS.md).
 type Scope string
 
 // The scopes of the contract.
 const (
 	TagRead       Scope = "tag:read"
 	TagWrite      Scope = "tag:write"
+	AlarmRead     Scope = "alarm:read"
+	AlarmAck      Scope = "alarm:ack"
 	DBRead        Scope = "db:read"
 	DBWrite       Scope = "db:write"
 	HistRead      Scope = "hist:read"
@@ -84,8 +86,10 @@ const (
 	ScriptExecute Scope = "script:execute"
 )
 
-// AllScopes lists every scope of the contract, in the contract's order.
-var AllScopes = []Scope{TagRead, TagWrite, DBRead, DBWrite, HistRead, HistWrite,
+// AllScopes lists every scope of the contract, in the contract's order
+// (docs: "Levels, realms, scopes, grants"). The alarm scopes gate the
+// alarm routes and system.alarm.* methods the alarm work adds.
+var AllScopes = []Scope{TagRead, TagWrite, AlarmRead, AlarmAck, DBRead, DBWrite, HistRead, HistWrite,
 	VarsRead, VarsWrite, FileRead, FileWrite, ScriptExecute}
 
 // ReadScopes are the read-only scopes ("reads only" in the LiveView table).
@@ -104,7 +108,7 @@ func ParseScope(s string) (Scope, error) {
 	return "", fmt.Errorf("unknown scope %q (want one of %s)", s, strings.Join(names, ", "))
 }
 
-// Permission is an administrative right beyond scopes (DESIGN.md).
+// Permission is an administrative right beyond scopes (README).
 type Permission string
 
 // The permissions of the contract.
@@ -165,12 +169,25 @@ func (g Grant) HasScope(s Scope) bool { return slices.Contains(g.Scopes, s) }
 // HasPermission reports whether g holds permission p.
 func (g Grant) HasPermission(p Permission) bool { return slices.Contains(g.Permissions, p) }
 
-// AllowsLevel reports whether g may write a tag whose write level is l.
+// AllowsLevel reports whether g may write a tag whose write level is l:
+// g's level is at or above l in the order view < operate < supervise <
+// design, and g has a level at all (LevelNone writes nothing). The tag
+// engine's write path and the LiveView's writability use it.
 func (g Grant) AllowsLevel(l Level) bool { return g.WriteLevel >= l && g.WriteLevel != LevelNone }
+
+// Expired reports whether g is expired at now. A grant with an expiry is
+// refused from that instant on: it is expired when now is not before
+// Expires (at exactly Expires it is expired). A zero Expires never
+// expires. This is the one expiry rule: the API middleware, the WebSocket,
+// the system.* dispatcher, API key and session lookups all apply it.
+func (g Grant) Expired(now time.Time) bool { return expiredAt(g.Expires, now) }
+
+// expiredAt is Grant.Expired's rule for any expiry instant (zero: never).
+func expiredAt(expires, now time.Time) bool { return !expires.IsZero() && !now.Before(expires) }
 
 // AllowsPath reports whether the tag path p is inside g's prefixes. Prefixes
 // match whole path segments: "Line1" matches "Line1" and "Line1/Pump", never
-// "Line10/Pump" (DESIGN.md, REST, POST /apikeys). A grant without prefixes
+// "Line10/Pump" (README: demo walk-through, POST /apikeys). A grant without prefixes
 // allows every path.
 func (g Grant) AllowsPath(p string) bool {
 	if len(g.Prefixes) == 0 {
@@ -189,7 +206,7 @@ func (g Grant) AllowsPath(p string) bool {
 // the common scopes and permissions, the lower write level, and prefixes that
 // satisfy both. Principal, Realm and Origin are g's. A script called by a
 // script runs with its caller's grant intersected with the entry point's
-// restriction (DESIGN.md: never more than its caller).
+// restriction (never more than its caller: Covers holds it).
 func (g Grant) Intersect(other Grant) Grant {
 	out := g
 	out.Scopes = nil
@@ -243,16 +260,28 @@ func Full(principal string, realm Realm, origin string) Grant {
 }
 
 // DeniedError is the typed refusal of a call: it names the scope, level or
-// permission that was missing (DESIGN.md: denials are loud and typed). Kind is
-// "scope", "level", "permission", "prefix" or "expired".
+// permission that was missing (denials are loud and typed). Kind is
+// "scope", "level", "permission", "prefix", "expired", "revoked", or
+// "wider" (Grant.Covers: a grant asked for more than its maker holds).
 type DeniedError struct {
 	Kind   string
-	Need   string // the scope, level or permission that was needed
+	Need   string // the scope, level or permission that was needed; for "wider" what was asked beyond the maker
 	Target string // the tag, method or route, when there is one
+	// Reason says why, for kind "wider": what the maker holds instead.
+	Reason string
 }
 
-// Error names what was missing, e.g. `missing scope "tag:write"`.
+// Error names what was missing, e.g. `missing scope "tag:write"`, or for
+// kind "wider" `cannot grant scope "db:write": the creating grant does
+// not hold it` (prefixed with the target when there is one).
 func (e *DeniedError) Error() string {
+	if e.Kind == "wider" {
+		s := "cannot grant " + e.Need + ": " + e.Reason
+		if e.Target != "" {
+			s = e.Target + ": " + s
+		}
+		return s
+	}
 	var s string
 	switch e.Kind {
 	case "scope":

@@ -56,6 +56,90 @@ func TestGrant_Intersect_NeverWidens(t *testing.T) {
 	}
 }
 
+// TestGrant_Expired_AtTheInstant: a grant is refused from its expiry
+// instant on (at exactly Expires it is expired); a zero Expires never
+// expires.
+func TestGrant_Expired_AtTheInstant(t *testing.T) {
+	exp := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	g := Grant{Expires: exp}
+	for _, c := range []struct {
+		now  time.Time
+		want bool
+	}{
+		{exp.Add(-time.Nanosecond), false},
+		{exp, true},
+		{exp.Add(time.Nanosecond), true},
+	} {
+		if got := g.Expired(c.now); got != c.want {
+			t.Errorf("Expired(%s) = %v, want %v", c.now.Format(time.RFC3339Nano), got, c.want)
+		}
+	}
+	if (Grant{}).Expired(time.Now()) {
+		t.Error("a grant without expiry expired")
+	}
+}
+
+// TestGrant_Covers: the one "never wider than its maker" rule: each kind of
+// widening is refused naming it; a prefix-limited maker refuses a grant
+// without prefixes and one with a wider prefix, naming its own prefixes.
+func TestGrant_Covers(t *testing.T) {
+	maker := Grant{Scopes: []Scope{TagRead, TagWrite}, WriteLevel: LevelOperate, Permissions: []Permission{UsersAdmin}, Prefixes: []string{"Line1"}}
+	cases := []struct {
+		name string
+		want Grant
+		text string // "" for covered
+	}{
+		{"within", Grant{Scopes: []Scope{TagRead}, WriteLevel: LevelView, Prefixes: []string{"Line1/Pump"}}, ""},
+		{"same", maker, ""},
+		{"scope", Grant{Scopes: []Scope{DBWrite}, Prefixes: []string{"Line1"}}, `cannot grant scope "db:write": the creating grant does not hold it`},
+		{"permission", Grant{Permissions: []Permission{Designer}, Prefixes: []string{"Line1"}}, `cannot grant permission "designer"`},
+		{"level", Grant{WriteLevel: LevelSupervise, Prefixes: []string{"Line1"}}, `cannot grant write level "supervise": above the creating grant's "operate"`},
+		{"no prefixes", Grant{Scopes: []Scope{TagRead}}, `cannot grant every tag path: the creating grant is limited to prefixes ["Line1"]`},
+		{"wider prefix", Grant{Prefixes: []string{"Line10"}}, `cannot grant prefix "Line10": outside the creating grant's prefixes ["Line1"]`},
+	}
+	for _, c := range cases {
+		err := maker.Covers(c.want, "")
+		if c.text == "" {
+			if err != nil {
+				t.Errorf("%s: refused: %v", c.name, err)
+			}
+			continue
+		}
+		var de *DeniedError
+		if !errors.As(err, &de) || de.Kind != "wider" || !strings.Contains(err.Error(), c.text) {
+			t.Errorf("%s: err = %v; want %q", c.name, err, c.text)
+		}
+	}
+	if err := (Grant{}).Covers(Grant{Prefixes: []string{"A"}}, ""); err != nil {
+		t.Errorf("a maker without prefixes refused a prefix-limited grant: %v", err)
+	}
+	if err := maker.Covers(Grant{Scopes: []Scope{DBWrite}}, "new API key"); err == nil || !strings.HasPrefix(err.Error(), "new API key: cannot grant") {
+		t.Errorf("target not named: %v", err)
+	}
+}
+
+// TestGrant_Intersect_NestedRunIsTheIntersection: a script called by a
+// script runs with the intersection of its caller's grant and the entry's
+// restriction: common scopes and permissions, the lower level, both
+// prefix sets, the earlier expiry; the caller covers it.
+func TestGrant_Intersect_NestedRunIsTheIntersection(t *testing.T) {
+	early := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	caller := Grant{Principal: "op", Realm: RealmOperator, Origin: "script:a.b", Scopes: []Scope{TagRead, TagWrite, ScriptExecute},
+		WriteLevel: LevelSupervise, Permissions: []Permission{Designer}, Prefixes: []string{"Line1"}, Expires: early.Add(time.Hour)}
+	restrict := Grant{Scopes: []Scope{TagRead, VarsRead, ScriptExecute}, WriteLevel: LevelOperate, Prefixes: []string{"Line1/Pump", "Line2"}, Expires: early}
+	got := caller.Intersect(restrict)
+	if !slices.Equal(got.Scopes, []Scope{TagRead, ScriptExecute}) || got.WriteLevel != LevelOperate || len(got.Permissions) != 0 ||
+		!slices.Equal(got.Prefixes, []string{"Line1/Pump"}) || !got.Expires.Equal(early) || got.Principal != "op" || got.Origin != "script:a.b" {
+		t.Fatalf("nested grant = %+v", got)
+	}
+	if err := caller.Covers(got, ""); err != nil {
+		t.Fatalf("the caller does not cover the nested grant: %v", err)
+	}
+	if err := restrict.Covers(Grant{Scopes: got.Scopes, WriteLevel: got.WriteLevel, Prefixes: got.Prefixes}, ""); err != nil {
+		t.Fatalf("the restriction does not cover the nested grant: %v", err)
+	}
+}
+
 func TestDeniedError_NamesWhatIsMissing(t *testing.T) {
 	err := Grant{}.RequireScope(TagWrite, "tag.write")
 	var de *DeniedError
@@ -150,13 +234,36 @@ func TestKeys_CreateNeverExceedsCreator(t *testing.T) {
 			}
 		})
 	}
-	_, tok, err := ks.Create(creator, KeyRecord{Name: "ok", Scopes: []Scope{TagRead}, WriteLevel: LevelView})
+	// A prefix-limited creator names prefixes inside its own (Grant.Covers:
+	// one behaviour for REST and auth, the key is refused rather than
+	// silently given the creator's prefixes).
+	_, tok, err := ks.Create(creator, KeyRecord{Name: "ok", Scopes: []Scope{TagRead}, WriteLevel: LevelView, Prefixes: []string{"Line1/Pump"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	g, _ := ks.Authenticate(tok)
-	if !slices.Equal(g.Prefixes, []string{"Line1"}) {
+	if !slices.Equal(g.Prefixes, []string{"Line1/Pump"}) {
 		t.Fatalf("key of a prefix-limited creator got prefixes %v", g.Prefixes)
+	}
+}
+
+// TestKeys_Create_PrefixLimitedCreator: a creator limited to prefixes that
+// asks for a key without prefixes (every tag path), or with a wider prefix,
+// is refused with a *DeniedError naming the creator's prefixes; nothing is
+// stored.
+func TestKeys_Create_PrefixLimitedCreator(t *testing.T) {
+	store := &memKeys{m: map[string]KeyRecord{}}
+	ks := NewKeys(store)
+	creator := Grant{Scopes: []Scope{TagRead}, WriteLevel: LevelView, Prefixes: []string{"Line1"}}
+	for name, prefixes := range map[string][]string{"none": nil, "wider": {"Line1", "Line2"}, "parent": {""}} {
+		_, _, err := ks.Create(creator, KeyRecord{Name: name, Scopes: []Scope{TagRead}, Prefixes: prefixes})
+		var de *DeniedError
+		if !errors.As(err, &de) || de.Kind != "wider" || !strings.Contains(err.Error(), `["Line1"]`) {
+			t.Errorf("%s: err = %v; want a refusal naming the creator's prefixes", name, err)
+		}
+	}
+	if len(store.m) != 0 {
+		t.Fatalf("refused keys stored: %v", store.m)
 	}
 }
 

@@ -43,7 +43,7 @@ type KeyRecord struct {
 	Revoked     bool
 }
 
-// KeyStore persists API keys. The daemon passes the store's implementation.
+// KeyStore persists API keys. The service layer passes the store's implementation.
 // Key returns an error wrapping ErrNotFound for an unknown id.
 type KeyStore interface {
 	PutKey(k KeyRecord) error
@@ -52,7 +52,7 @@ type KeyStore interface {
 }
 
 // Keys issues and checks API keys and the one-time bootstrap token
-// (DESIGN.md, "Credentials on first start" and REST POST /apikeys).
+// (README: demo walk-through, API keys and the bootstrap token).
 // Revocation takes effect at once: every Authenticate reads the store.
 type Keys struct {
 	store KeyStore
@@ -93,37 +93,25 @@ func (k *Keys) BootstrapActive() bool {
 
 // Create issues a new API key limited to rec's scopes, level, permissions,
 // prefixes and expiry, and returns its id and the token (shown once). The
-// creator's grant bounds it: a key never gets a scope, permission or level
-// its creator lacks (the error is a *DeniedError naming it).
+// creator's grant bounds it (Grant.Covers): a key never gets a scope,
+// permission, level or tag path its creator lacks, and a creator limited
+// to prefixes must name prefixes inside its own; the refusal is a
+// *DeniedError of kind "wider" naming what, and the creator's prefixes.
+// An unknown scope or permission is an error naming it.
 func (k *Keys) Create(creator Grant, rec KeyRecord) (id, token string, err error) {
 	for _, s := range rec.Scopes {
 		if _, err := ParseScope(string(s)); err != nil {
 			return "", "", err
-		}
-		if !creator.HasScope(s) {
-			return "", "", &DeniedError{Kind: "scope", Need: string(s), Target: "new API key"}
 		}
 	}
 	for _, p := range rec.Permissions {
 		if _, err := ParsePermission(string(p)); err != nil {
 			return "", "", err
 		}
-		if !creator.HasPermission(p) {
-			return "", "", &DeniedError{Kind: "permission", Need: string(p), Target: "new API key"}
-		}
 	}
-	if rec.WriteLevel > creator.WriteLevel {
-		return "", "", &DeniedError{Kind: "level", Need: rec.WriteLevel.String(), Target: "new API key"}
-	}
-	if len(creator.Prefixes) > 0 {
-		if len(rec.Prefixes) == 0 {
-			rec.Prefixes = append([]string(nil), creator.Prefixes...)
-		}
-		for _, p := range rec.Prefixes {
-			if !creator.AllowsPath(p) {
-				return "", "", &DeniedError{Kind: "prefix", Need: p, Target: "new API key"}
-			}
-		}
+	want := Grant{Scopes: rec.Scopes, Permissions: rec.Permissions, WriteLevel: rec.WriteLevel, Prefixes: rec.Prefixes}
+	if err := creator.Covers(want, "new API key"); err != nil {
+		return "", "", err
 	}
 	var idb [8]byte
 	if _, err := rand.Read(idb[:]); err != nil {
@@ -172,7 +160,7 @@ func (k *Keys) Authenticate(token string) (Grant, error) {
 		if subtle.ConstantTimeCompare(h[:], rec.Hash) != 1 || rec.Revoked {
 			return Grant{}, ErrBadCredentials
 		}
-		if !rec.Expires.IsZero() && !k.now().Before(rec.Expires) {
+		if expiredAt(rec.Expires, k.now()) {
 			return Grant{}, ErrBadCredentials
 		}
 		return Grant{Principal: "apikey:" + rec.Name, Realm: RealmAPIKey, Origin: "rest",
@@ -219,7 +207,7 @@ func (k *Keys) StillValid(g Grant) error {
 		if err != nil || rec.Revoked {
 			return &DeniedError{Kind: "revoked", Need: "a current credential: API key " + g.KeyID + " was revoked"}
 		}
-		if !rec.Expires.IsZero() && !k.now().Before(rec.Expires) {
+		if expiredAt(rec.Expires, k.now()) {
 			return &DeniedError{Kind: "revoked", Need: "a current credential: API key " + g.KeyID + " expired"}
 		}
 	case RealmBootstrap:

@@ -13,11 +13,11 @@ type Session struct {
 }
 
 // EscapeHatchEnv is the environment variable that restores the old,
-// unrestricted browser script grant when set to "off" (DESIGN.md, LiveView).
+// unrestricted browser script grant when set to "off" (README: Operators and LiveView panels).
 const EscapeHatchEnv = "QUBIQ_BROWSER_SCRIPT_SCOPES"
 
 // LiveViewGrant derives the grant a script started from a LiveView session
-// runs with (DESIGN.md, "Levels, realms, scopes, grants", LiveView table):
+// runs with (README: Operators and LiveView panels, the LiveView table):
 //
 //	platform realm (Designer)          unrestricted
 //	operator below operate             reads only

@@ -29,7 +29,7 @@ type SessionRecord struct {
 }
 
 // SessionStore persists sessions so that a daemon restart does not log out
-// every panel. The daemon passes the store's implementation.
+// every panel. The service layer passes the store's implementation.
 type SessionStore interface {
 	PutSession(s SessionRecord) error
 	DeleteSession(id string) error
@@ -156,7 +156,7 @@ func NewSessions(store SessionStore, users UserSource, opts SessionOptions) (*Se
 func (s *Sessions) Options() SessionOptions { return s.opts }
 
 func (s *Sessions) expired(r SessionRecord, now time.Time) bool {
-	return !now.Before(r.LastSeen.Add(s.opts.Idle)) || !now.Before(r.Created.Add(s.opts.Absolute))
+	return expiredAt(r.LastSeen.Add(s.opts.Idle), now) || expiredAt(r.Created.Add(s.opts.Absolute), now)
 }
 
 func sessionID(token string) (string, bool) {

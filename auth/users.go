@@ -15,8 +15,8 @@ import (
 	"golang.org/x/crypto/argon2"
 )
 
-// UserRecord is a person who logs in with a password (DESIGN.md, "Levels,
-// realms, scopes, grants"): an engineer of the platform realm, who holds
+// UserRecord is a person who logs in with a password (README: Operators and
+// LiveView panels): an engineer of the platform realm, who holds
 // Permissions (designer, sandbox_admin, users_admin, firmware), or an
 // operator of the operator realm, who holds a Level (view, operate or
 // supervise) and no permission. Hash is the argon2id hash of the password in
@@ -34,7 +34,7 @@ type UserRecord struct {
 	Changed     time.Time // when the password was last set
 }
 
-// UserStore persists users. The daemon passes the store's implementation.
+// UserStore persists users. The service layer passes the store's implementation.
 // User returns an error wrapping ErrNotFound for an unknown name.
 type UserStore interface {
 	PutUser(u UserRecord) error
@@ -203,8 +203,8 @@ type UsersOptions struct {
 var DefaultUsersOptions = UsersOptions{Params: DefaultPasswordParams, MaxFailures: 5,
 	Window: 15 * time.Minute, LockBase: 30 * time.Second, LockMax: 15 * time.Minute}
 
-// Users manages users and checks passwords (DESIGN.md, "Levels, realms,
-// scopes, grants"; issue 7). Login is rate-limited per user name and per
+// Users manages users and checks passwords (README: Operators and
+// LiveView panels). Login is rate-limited per user name and per
 // client address. It is safe for concurrent use.
 type Users struct {
 	store UserStore

@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"qubiq.dev/edge/api"
-	"qubiq.dev/edge/api/apitypes"
 	"qubiq.dev/edge/auth"
 	"qubiq.dev/edge/client"
+	"qubiq.dev/edge/gateway"
 )
 
 const certThumb = "00112233445566778899aabbccddeeff00112233"
@@ -19,27 +19,27 @@ const certThumb = "00112233445566778899aabbccddeeff00112233"
 // check the path escaping) holding one rejected certificate.
 type storeCerts struct{ status string }
 
-func (s *storeCerts) ListCerts(_ context.Context, device string) ([]apitypes.DeviceCert, error) {
+func (s *storeCerts) ListCerts(_ context.Context, device string) ([]gateway.DeviceCert, error) {
 	if device != "ua 1" {
 		return nil, fmt.Errorf("device %q: %w", device, api.ErrNotFound)
 	}
-	return []apitypes.DeviceCert{{Device: device, Thumbprint: certThumb, Status: s.status}}, nil
+	return []gateway.DeviceCert{{Device: device, Thumbprint: certThumb, Status: s.status}}, nil
 }
 
-func (s *storeCerts) move(device, tp, to string) (apitypes.DeviceCert, error) {
+func (s *storeCerts) move(device, tp, to string) (gateway.DeviceCert, error) {
 	if device != "ua 1" || tp != certThumb {
-		return apitypes.DeviceCert{}, fmt.Errorf("certificate %s: %w", tp, api.ErrNotFound)
+		return gateway.DeviceCert{}, fmt.Errorf("certificate %s: %w", tp, api.ErrNotFound)
 	}
 	s.status = to
-	return apitypes.DeviceCert{Device: device, Thumbprint: tp, Status: to}, nil
+	return gateway.DeviceCert{Device: device, Thumbprint: tp, Status: to}, nil
 }
 
-func (s *storeCerts) TrustCert(_ context.Context, _ auth.Grant, device, tp string) (apitypes.DeviceCert, error) {
-	return s.move(device, tp, apitypes.CertTrusted)
+func (s *storeCerts) TrustCert(_ context.Context, _ auth.Grant, device, tp string) (gateway.DeviceCert, error) {
+	return s.move(device, tp, gateway.CertTrusted)
 }
 
-func (s *storeCerts) RejectCert(_ context.Context, _ auth.Grant, device, tp string) (apitypes.DeviceCert, error) {
-	return s.move(device, tp, apitypes.CertRejected)
+func (s *storeCerts) RejectCert(_ context.Context, _ auth.Grant, device, tp string) (gateway.DeviceCert, error) {
+	return s.move(device, tp, gateway.CertRejected)
 }
 
 type designerAuth struct{}

@@ -17,6 +17,7 @@ import (
 	"qubiq.dev/edge/api/apitypes"
 	"qubiq.dev/edge/auth"
 	"qubiq.dev/edge/client"
+	"qubiq.dev/edge/gateway"
 	"qubiq.dev/edge/value"
 )
 
@@ -26,25 +27,25 @@ type memTags struct {
 	m  map[string]value.Value
 }
 
-func (t *memTags) ListTags(context.Context, auth.Grant) []apitypes.TagInfo { return nil }
+func (t *memTags) ListTags(context.Context, auth.Grant) []gateway.TagInfo { return nil }
 
-func (t *memTags) ReadTags(_ context.Context, _ auth.Grant, paths []string) []apitypes.TagValue {
+func (t *memTags) ReadTags(_ context.Context, _ auth.Grant, paths []string) []gateway.TagValue {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make([]apitypes.TagValue, len(paths))
+	out := make([]gateway.TagValue, len(paths))
 	for i, p := range paths {
-		out[i] = apitypes.FromVQT(p, value.VQT{Value: t.m[p], Quality: value.Good, Time: time.Unix(1, 0)})
+		out[i] = gateway.TagValue{Path: p, VQT: value.VQT{Value: t.m[p], Quality: value.Good, Time: time.Unix(1, 0)}}
 	}
 	return out
 }
 
-func (t *memTags) WriteTags(_ context.Context, _ auth.Grant, ws []apitypes.TagWrite) ([]apitypes.WriteResult, error) {
+func (t *memTags) WriteTags(_ context.Context, _ auth.Grant, ws []gateway.TagWrite) ([]gateway.WriteResult, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make([]apitypes.WriteResult, len(ws))
+	out := make([]gateway.WriteResult, len(ws))
 	for i, w := range ws {
 		t.m[w.Path] = w.Value
-		out[i] = apitypes.WriteResult{Path: w.Path, Status: "Good"}
+		out[i] = gateway.WriteResult{Path: w.Path, Quality: value.Good}
 	}
 	return out, nil
 }
@@ -245,8 +246,8 @@ func TestClient_Health_Failed503(t *testing.T) {
 
 type failedHealth struct{}
 
-func (failedHealth) Health(context.Context) apitypes.Health {
-	return apitypes.Health{Status: "failed", Reasons: []string{"store locked"}}
+func (failedHealth) Health(context.Context) gateway.HealthReport {
+	return gateway.HealthReport{Status: "failed", Reasons: []string{"store locked"}}
 }
 
 func TestNew_BadURL(t *testing.T) {

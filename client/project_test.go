@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"qubiq.dev/edge/api"
-	"qubiq.dev/edge/api/apitypes"
 	"qubiq.dev/edge/auth"
 	"qubiq.dev/edge/client"
+	"qubiq.dev/edge/gateway"
 )
 
 type projectAuth struct{}
@@ -24,30 +24,30 @@ func (projectAuth) Authenticate(context.Context, string) (auth.Grant, error) {
 // is refused with two problems.
 type memProject struct{ doc, format string }
 
-func (m *memProject) ImportProject(_ context.Context, _ auth.Grant, doc []byte) (apitypes.ProjectChanges, error) {
+func (m *memProject) ImportProject(_ context.Context, _ auth.Grant, doc []byte) (gateway.ProjectChanges, error) {
 	return m.ImportTags(context.Background(), auth.Grant{}, "project", doc)
 }
 
 func (m *memProject) ExportProject(context.Context) ([]byte, error) { return []byte(m.doc), nil }
 
-func (m *memProject) ImportTags(_ context.Context, _ auth.Grant, format string, doc []byte) (apitypes.ProjectChanges, error) {
+func (m *memProject) ImportTags(_ context.Context, _ auth.Grant, format string, doc []byte) (gateway.ProjectChanges, error) {
 	if strings.Contains(string(doc), "bad") {
-		return apitypes.ProjectChanges{}, &api.ProjectError{Problems: []apitypes.ProjectProblem{
+		return gateway.ProjectChanges{}, &api.ProjectError{Problems: []gateway.Problem{
 			{Line: 2, Message: "line 2: bad scale"}, {Line: 5, Message: "line 5: bad device"}}}
 	}
 	m.doc, m.format = string(doc), format
-	return apitypes.ProjectChanges{Tags: apitypes.ChangeSet{Added: []string{"A"}}}, nil
+	return gateway.ProjectChanges{Tags: gateway.ChangeSet{Added: []string{"A"}}}, nil
 }
 
 func (m *memProject) ExportTags(_ context.Context, format string) ([]byte, error) {
 	return []byte(format + ":" + m.doc), nil
 }
 
-func (m *memProject) BrowseDevice(_ context.Context, _ auth.Grant, name, node string) ([]apitypes.BrowseNode, error) {
+func (m *memProject) BrowseDevice(_ context.Context, _ auth.Grant, name, node string) ([]gateway.BrowseNode, error) {
 	if name != "ua" {
 		return nil, api.ErrNotFound
 	}
-	return []apitypes.BrowseNode{{NodeID: node + "/x", BrowseName: "x", NodeClass: "Object"}}, nil
+	return []gateway.BrowseNode{{NodeID: node + "/x", BrowseName: "x", NodeClass: "Object"}}, nil
 }
 
 func newProjectClient(t *testing.T) (*client.Client, *memProject) {

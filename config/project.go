@@ -12,12 +12,18 @@ import (
 
 	"qubiq.dev/edge/auth"
 	"qubiq.dev/edge/device"
+	"qubiq.dev/edge/internal/yamlnode"
 	"qubiq.dev/edge/tagengine"
 	"qubiq.dev/edge/value"
 )
 
-// Project is the project file: devices, tags, scripts and the sections later
-// work defines (kept as raw YAML until then).
+// Project is the project file: devices, tags, scripts, and the sections
+// each part of the daemon parses and validates itself (kept as YAML nodes
+// for it: connections, named queries and message handlers for the data
+// services, views for LiveView, users for the user store). Flows and
+// alarms are sections this daemon does not implement yet: a project that
+// has entries in one is refused (NotImplementedSections), never kept as
+// data nobody reads.
 type Project struct {
 	Devices         []DeviceConfig `yaml:"devices" json:"devices"`
 	Tags            []TagConfig    `yaml:"tags" json:"tags"`
@@ -25,7 +31,8 @@ type Project struct {
 	Connections     []yaml.Node    `yaml:"connections" json:"-"`
 	NamedQueries    []yaml.Node    `yaml:"named_queries" json:"-"`
 	MessageHandlers []yaml.Node    `yaml:"message_handlers" json:"-"`
-	Flows           []yaml.Node    `yaml:"flows" json:"-"`
+	Flows           []yaml.Node    `yaml:"flows" json:"-"`  // refused when not empty
+	Alarms          []yaml.Node    `yaml:"alarms" json:"-"` // refused when not empty
 	Views           []yaml.Node    `yaml:"views" json:"-"`
 	Users           []yaml.Node    `yaml:"users" json:"-"`
 
@@ -62,36 +69,12 @@ func (d *DeviceConfig) UnmarshalYAML(n *yaml.Node) error {
 	delete(m, "name")
 	delete(m, "driver")
 	d.Name, d.Driver = name, drv
-	raw, err := json.Marshal(jsonable(m))
+	raw, err := json.Marshal(yamlnode.JSONable(m))
 	if err != nil {
 		return fmt.Errorf("line %d: device %q: %w", n.Line, name, err)
 	}
 	d.Raw = raw
 	return nil
-}
-
-// jsonable turns YAML-decoded maps (map[string]any with nested any) into
-// values encoding/json accepts.
-func jsonable(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			x[k] = jsonable(e)
-		}
-		return x
-	case map[any]any:
-		m := map[string]any{}
-		for k, e := range x {
-			m[fmt.Sprint(k)] = jsonable(e)
-		}
-		return m
-	case []any:
-		for i, e := range x {
-			x[i] = jsonable(e)
-		}
-		return x
-	}
-	return v
 }
 
 // TagConfig is one tag as written in the project file.
@@ -186,21 +169,40 @@ func ParseProject(b []byte) (*Project, error) {
 			}
 		}
 	}
-	// Recover line numbers of tags for messages.
+	// Recover line numbers of tags for messages; refuse the sections this
+	// daemon does not implement.
 	var root yaml.Node
+	var notImpl []error
 	if err := yaml.Unmarshal(b, &root); err == nil && len(root.Content) > 0 {
 		top := root.Content[0]
 		for i := 0; i+1 < len(top.Content); i += 2 {
-			if top.Content[i].Value == "tags" {
-				for j, n := range top.Content[i+1].Content {
+			k, v := top.Content[i], top.Content[i+1]
+			if k.Value == "tags" {
+				for j, n := range v.Content {
 					if j < len(p.Tags) {
 						p.Tags[j].Line = n.Line
 					}
 				}
 			}
+			if why, ok := NotImplementedSections[k.Value]; ok && len(v.Content) > 0 {
+				notImpl = append(notImpl, fmt.Errorf("line %d: section %q: %s; remove it (this qubiqd would not run it)", k.Line, k.Value, why))
+			}
 		}
 	}
+	p.Flows, p.Alarms = nil, nil
+	if len(notImpl) > 0 {
+		return &p, errors.Join(append([]error{strictErr}, notImpl...)...)
+	}
 	return &p, strictErr
+}
+
+// NotImplementedSections are the project sections this daemon does not
+// implement yet, with why: a project with entries in one is refused by
+// ParseProject (an empty list is accepted), so nothing the project names
+// is silently not run.
+var NotImplementedSections = map[string]string{
+	"flows":  "flows (triggers, Python nodes, outputs) are not implemented by this version",
+	"alarms": "alarms are not implemented by this version",
 }
 
 // Tags converts the tag configs into engine tags. Every bad tag is reported

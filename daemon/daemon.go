@@ -1,394 +1,235 @@
-// Package daemon holds the one struct that builds every subsystem of qubiqd
-// from the configuration, wires them together through the interfaces each
-// subsystem defines, starts them in order and stops them in reverse (STYLE.md
-// §14, like tailscale's tsd.System). Subsystems never reach into it; only
-// cmd/qubiqd imports it.
+// Package daemon is the wiring of qubiqd, and only that (like tailscale's
+// tsd.System): it builds every part from the configuration, starts the
+// parts in order, stops them in reverse, and stops the parts already
+// started when a later one fails (parts.go). Behaviour lives in the parts:
+// the store, the service layer (gateway/service, with the OPC UA extras of
+// opcuastore), the REST API and LiveView (api). Each part parses and
+// validates its own section of the config and the project; Check runs all
+// of them for --check-config.
+//
+// Only cmd/qubiqd imports daemon.
 package daemon
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"qubiq.dev/edge/api"
 	"qubiq.dev/edge/auth"
 	"qubiq.dev/edge/config"
-	"qubiq.dev/edge/device"
+	"qubiq.dev/edge/gateway"
+	"qubiq.dev/edge/gateway/service"
+	"qubiq.dev/edge/internal/probe"
+	"qubiq.dev/edge/opcuastore"
 	"qubiq.dev/edge/store"
 	"qubiq.dev/edge/systemd"
-	"qubiq.dev/edge/tagengine"
 )
 
 // Version is the daemon's version, set at build time with
 // -ldflags "-X qubiq.dev/edge/daemon.Version=...".
 var Version = "0.1.0-dev"
 
-// BootstrapTokenFile is the name of the one-time token file in the data dir
-// (DESIGN.md, "Credentials on first start").
-const BootstrapTokenFile = "bootstrap-token"
-
-const metaBootstrapHash = "bootstrap_token_hash"
-
-// System is the running daemon: every subsystem, built by New.
-//
-// The project and the tag engine are replaced as a whole when a project is
-// imported (ApplyProject, project.go); read them through Project and
-// Engine at each use and never keep them.
+// System is the running daemon: its parts, built by New, run by Run.
 type System struct {
-	Config *config.Daemon
-	Log    *slog.Logger
+	cfg *config.Daemon
+	log *slog.Logger
 
-	DB      *store.DB
-	Audit   *store.AuditLog
-	Keys    *auth.Keys
-	API     *api.Server
-	Scripts *Scripts
-	Data    *Data // system.* beyond tags: vars, history, files, db, messages (data.go)
+	db    *store.DB
+	audit *store.AuditLog
+	svc   *service.Service
+	api   *api.Server
+	ln    net.Listener
 
-	project atomic.Pointer[config.Project]   // the running project (Project)
-	engine  atomic.Pointer[tagengine.Engine] // the running tag engine (Engine)
-	applyMu sync.Mutex                       // serialises project imports (ApplyProject)
-
-	devices map[string]device.Driver
-	started time.Time
-	apiSeen atomic.Int64 // unix nanos of the last request served (watchdog)
-
-	// resolved holds the OPC UA addresses converted to the nsu= form
-	// (resolved.go).
-	resolved resolvedAddrs
+	parts     lifecycle
+	served    chan error // the API's Serve result
+	stopServe context.CancelFunc
+	serveErr  error // what Serve returned, once stopped
 }
 
-// Project returns the running project. A project import replaces it
-// (ApplyProject); the value returned is never changed.
-func (s *System) Project() *config.Project { return s.project.Load() }
-
-// Engine returns the running tag engine. A project import replaces it
-// (ApplyProject): fetch it at each use.
-func (s *System) Engine() *tagengine.Engine { return s.engine.Load() }
-
-// New builds the system from cfg: opens the store (bounded by
-// store.open_timeout), loads the project, builds the drivers and the tag
-// engine, seeds last values, creates the bootstrap token on an empty store,
-// and prepares the API. Nothing runs until Run. On error everything opened
-// is closed again.
-func New(ctx context.Context, cfg *config.Daemon, log *slog.Logger) (_ *System, err error) {
-	s := &System{Config: cfg, Log: log, started: time.Now()}
-	defer func() {
-		if err != nil {
-			s.close(context.Background())
-		}
-	}()
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
-	}
-	s.DB, err = store.Open(filepath.Join(cfg.DataDir, "qubiq.db"), store.Options{Timeout: cfg.Store.OpenTimeout.D(), Logger: log.With("subsystem", "store")})
-	if err != nil {
-		return nil, err
-	}
-	s.Audit = store.NewAuditLog(s.DB, store.AuditOptions{}, log.With("subsystem", "audit"))
-	s.Keys = auth.NewKeys(s.DB.AuthKeyStore())
-	if err := s.loadProject(); err != nil {
-		return nil, err
-	}
-	if err := s.buildEngine(); err != nil {
-		return nil, err
-	}
-	if err := s.bootstrap(); err != nil {
-		return nil, err
-	}
-	if s.Data, err = NewData(s); err != nil {
-		return nil, err
-	}
-	if s.Scripts, err = newScripts(ctx, s); err != nil {
-		return nil, err
-	}
-	lv, err := s.newLiveView()
-	if err != nil {
-		return nil, err
-	}
-	s.API, err = api.New(lv.Config(cfg.HTTP.Listen), lv.Deps(api.Deps{
-		Refusals: refusals{s},
-		Audit:    auditAPI{s},
-		Auth:     authenticator{s},
-		Tags:     tagsAPI{s},
-		Scripts:  s.Scripts,
-		APIKeys:  keysAPI{s},
-		Health:   healthAPI{s},
-		Devices:  devicesAPI{s},
-		Data:     DataAPI(s.Data),
-		Sandbox:  newSandboxAdmin(s.Scripts.pool, s.auditAdmin, log.With("subsystem", "sandbox")), // sandbox_admin routes
-		Certs:    certsAPI{s},                                                                     // OPC UA certificate stores (certs.go)
-		Project:  projectAPI{s},                                                                   // project and tag import/export, browse (project.go)
-	}), log.With("subsystem", "api"))
+// New builds the system from cfg: it opens the store (bounded by
+// store.open_timeout) and its audit log, builds the service layer (the
+// project, drivers, tag engine, data services, users, sandbox pool) and
+// the API with its LiveView panels and TLS. Nothing runs until Run. On
+// error every part built so far is closed again, in reverse.
+func New(ctx context.Context, cfg *config.Daemon, log *slog.Logger) (*System, error) {
+	s := &System{cfg: cfg, log: log, parts: lifecycle{log: log}}
+	err := s.parts.start(ctx,
+		part{name: "store", start: s.openStore, stop: s.closeStore},
+		part{name: "service", start: s.buildService, stop: func(ctx context.Context) error { s.svc.Close(ctx); return nil }},
+		part{name: "api", start: s.buildAPI},
+	)
 	if err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-// loadProject reads the project file named by the config and keeps a copy
-// in the store; without a file, the stored project is used.
-func (s *System) loadProject() error {
-	if s.Config.Project != "" {
-		p, err := config.LoadProject(s.Config.Project)
-		if err != nil {
-			return err
-		}
-		raw, err := os.ReadFile(s.Config.Project)
-		if err != nil {
-			return err
-		}
-		doc, _ := json.Marshal(map[string]any{"version": 1, "yaml": string(raw), "file": s.Config.Project})
-		if err := s.DB.PutProject(doc); err != nil {
-			return err
-		}
-		s.project.Store(p)
-		return nil
+func (s *System) openStore(context.Context) error {
+	if err := os.MkdirAll(s.cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("data dir %s: %w", s.cfg.DataDir, err)
 	}
-	doc, err := s.DB.Project()
+	db, err := store.Open(filepath.Join(s.cfg.DataDir, store.FileName), store.Options{Timeout: s.cfg.Store.OpenTimeout.D(),
+		Logger: s.log.With("subsystem", "store")})
 	if err != nil {
 		return err
 	}
-	s.project.Store(&config.Project{File: s.projectFile()})
-	if doc == nil {
-		return nil
-	}
-	var stored struct {
-		YAML string `json:"yaml"`
-	}
-	if err := json.Unmarshal(doc, &stored); err != nil {
-		return fmt.Errorf("stored project: %w", err)
-	}
-	p, err := config.ParseProject([]byte(stored.YAML))
-	if err != nil {
-		return fmt.Errorf("stored project: %w", err)
-	}
-	p.File = s.projectFile()
-	s.project.Store(p)
+	s.db = db
+	s.audit = store.NewAuditLog(db, store.AuditOptions{}, s.log.With("subsystem", "audit"))
 	return nil
 }
 
-// BuildDevices makes a driver for every device of the project and checks
-// its config. Every error is reported, each naming the device and the line.
-// OPC UA devices get their trust store under <dataDir>/pki unless their
-// config names one (DESIGN.md, Data directory).
-func BuildDevices(p *config.Project, dataDir string, log *slog.Logger) (map[string]device.Driver, error) {
-	devs := map[string]device.Driver{}
-	var errs []error
-	for _, dc := range p.Devices {
-		if _, dup := devs[dc.Name]; dup {
-			errs = append(errs, fmt.Errorf("%s:%d: device %q defined twice", p.File, dc.Line, dc.Name))
-			continue
-		}
-		f, ok := device.Lookup(dc.Driver)
-		if !ok {
-			errs = append(errs, fmt.Errorf("%s:%d: device %q: unknown driver %q (have %v)", p.File, dc.Line, dc.Name, dc.Driver, device.Drivers()))
-			continue
-		}
-		raw := dc.Raw
-		if dc.Driver == "opcua" {
-			raw = withDefaultKey(raw, "pki_dir", filepath.Join(dataDir, "pki"))
-		}
-		d, err := f(device.Config{Name: dc.Name, Raw: raw, Logger: log.With("device", dc.Name)})
-		if err == nil {
-			err = d.Validate()
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s:%d: device %q: %w", p.File, dc.Line, dc.Name, err))
-			continue
-		}
-		devs[dc.Name] = d
+func (s *System) closeStore(ctx context.Context) error {
+	if err := s.audit.Close(ctx); err != nil {
+		s.log.Error("close audit log", slog.Any("err", err))
 	}
-	return devs, errors.Join(errs...)
+	return s.db.Close()
 }
 
-func (s *System) buildEngine() error {
-	eng, devs, err := s.newEngine(s.Project())
+func (s *System) buildService(context.Context) error {
+	base, err := auth.ParseLevel(s.cfg.Security.BaselineWriteLevel)
 	if err != nil {
-		return err
+		return fmt.Errorf("security.baseline_write_level: %w", err)
 	}
-	last, err := s.DB.LoadLastValues()
-	if err != nil {
-		return err
-	}
-	eng.Seed(last)
-	s.devices = devs
-	s.engine.Store(eng)
-	return nil
+	ret := s.cfg.History.Retention
+	s.svc, err = service.New(service.Options{
+		DataDir:         s.cfg.DataDir,
+		ProjectFile:     s.cfg.Project,
+		Baseline:        base,
+		HistoryMaxAge:   ret.MaxAge.D(),
+		HistoryMaxBytes: int64(ret.MaxBytes),
+		Sandbox:         sandboxConfig(s.cfg),
+		Version:         Version,
+		Store:           s.db,
+		Audit:           s.audit,
+		Log:             s.log,
+		DeviceDefaults:  opcuastore.Defaults(s.cfg.DataDir),
+		Addresses:       opcuastore.NewAddresses(s.db, s.log.With("subsystem", "opcua")),
+		Certs:           opcuastore.Certs{DataDir: s.cfg.DataDir},
+		SectionChecks:   []func(*config.Project) error{checkViews},
+	})
+	return err
 }
 
-// newEngine builds the drivers and the tag engine of p (not started).
-func (s *System) newEngine(p *config.Project) (*tagengine.Engine, map[string]device.Driver, error) {
-	devs, err := BuildDevices(p, s.Config.DataDir, s.Log)
+func (s *System) buildAPI(context.Context) error {
+	p := s.svc.Project()
+	views, err := parseViews(p)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	tags, err := p.EngineTags()
+	panels := api.Panels{Views: views, Entries: map[string][]string{}}
+	for _, sc := range p.Scripts {
+		panels.Entries[sc.Module] = sc.LiveView
+	}
+	if os.Getenv(auth.EscapeHatchEnv) == "off" {
+		panels.EscapeHatch = true
+		s.log.Warn("escape hatch on: scripts started from LiveView panels run unrestricted; every such run is audited",
+			slog.String("env", auth.EscapeHatchEnv+"=off"))
+	}
+	c := s.cfg
+	tlsConf, tlsInfo, err := api.TLSConfig(c.HTTP.TLS, c.File, c.DataDir, c.HTTP.Listen, c.ApplianceID, s.log)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	if err := checkTags(p, devs); err != nil {
-		return nil, nil, err
-	}
-	tags = s.resolved.applyResolved(s.DB, devs, tags, s.Log) // ns= addresses converted at an earlier start
-	base, _ := auth.ParseLevel(s.Config.Security.BaselineWriteLevel)
-	eng, err := tagengine.New(tagengine.Config{
-		Baseline:   base,
-		LastValues: s.DB,
-		Audit:      auditSink{s},
-		Logger:     s.Log.With("subsystem", "tagengine"),
-	}, devs, tags)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", p.File, err)
-	}
-	return eng, devs, nil
+	deps := api.DepsFrom(s.svc, panels)
+	deps.TLS = tlsInfo
+	s.api, err = api.New(api.Config{Addr: c.HTTP.Listen, TLS: tlsConf}, deps, s.log.With("subsystem", "api"))
+	return err
 }
 
-// bootstrap writes the one-time bootstrap token on an empty store (no API
-// key, no bootstrap hash, never provisioned) and re-arms an existing one.
-func (s *System) bootstrap() error {
-	h, err := s.DB.Meta(metaBootstrapHash)
-	if err != nil {
-		return err
-	}
-	if h != nil {
-		if len(h) > 0 {
-			s.Keys.SetBootstrapHash(h)
-		}
-		return nil
-	}
-	keys, err := s.DB.APIKeys()
-	if err != nil {
-		return err
-	}
-	if len(keys) > 0 {
-		return nil
-	}
-	tok, hash, err := auth.NewBootstrapToken()
-	if err != nil {
-		return err
-	}
-	path := filepath.Join(s.Config.DataDir, BootstrapTokenFile)
-	if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := s.DB.PutMeta(metaBootstrapHash, hash); err != nil {
-		return err
-	}
-	s.Keys.SetBootstrapHash(hash)
-	s.Log.Warn("first start: one-time bootstrap token written; use it to create API keys, then provision", slog.String("file", path))
-	return nil
-}
-
-// Run starts the subsystems (tag engine, script workers, API listener),
-// tells systemd it is ready, keeps the watchdog fed while the scan loops and
-// the API make progress, and blocks until ctx ends; then it stops everything
-// in reverse order.
+// Run starts the parts in order (the HTTP listener first, so a taken port
+// fails before anything else runs; the change probe when asked for; then
+// the service's steps: tag engine, history feed, address watch, sandbox,
+// session sweep; serving the API last), tells systemd it is ready, keeps
+// the watchdog fed while the scan loops make progress, and blocks until
+// ctx ends or the API fails; then it stops every part in reverse. A part
+// that fails to start stops the ones started before it, and Run returns
+// its error.
 func (s *System) Run(ctx context.Context) error {
-	defer s.close(context.Background())
-	ln, err := net.Listen("tcp", s.Config.HTTP.Listen)
-	if err != nil {
-		return fmt.Errorf("http.listen %s: %w", s.Config.HTTP.Listen, err)
+	parts := []part{
+		{name: "http listener", start: s.listen, stop: s.closeListener},
+		{name: "change probe", start: func(ctx context.Context) error { // before the scans: it sees every change
+			probe.Start(ctx, os.Getenv(probe.Env), s.subscribeAll, s.log)
+			return nil
+		}},
 	}
-	s.startChangeProbe(ctx) // only with QUBIQ_DEBUG_CHANGES_FILE set (probe.go; benchmarks)
-	if err := s.Engine().Start(ctx); err != nil {
-		ln.Close()
+	for _, st := range s.svc.Steps() {
+		parts = append(parts, part{name: st.Name, start: st.Start, stop: st.Stop})
+	}
+	parts = append(parts, part{name: "api", start: s.serve, stop: s.awaitServe})
+	if err := s.parts.start(ctx, parts...); err != nil {
+		s.stop()
 		return err
 	}
-	s.Data.Start(ctx)
-	s.resolved.start(ctx, s.DB, resolvedWatchEvery, s.Log) // store ns= addresses once converted
-	if err := s.Scripts.start(ctx); err != nil {
-		ln.Close()
-		return err
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- s.API.Serve(ctx, ln) }()
-	s.Log.Info("qubiqd ready", slog.String("version", Version), slog.String("listen", ln.Addr().String()),
-		slog.String("data_dir", s.Config.DataDir), slog.Int("tags", len(s.Engine().Tags(auth.Full("", "", "")))))
+	s.log.Info("qubiqd ready", slog.String("version", Version), slog.String("listen", s.ln.Addr().String()),
+		slog.String("data_dir", s.cfg.DataDir), slog.Int("tags", s.svc.TagCount()))
 	systemd.Ready()
-	go systemd.RunWatchdog(ctx, s.alive, s.Log)
+	go systemd.RunWatchdog(ctx, s.svc.Alive, s.log)
 	select {
 	case <-ctx.Done():
 		systemd.Stopping()
-		s.Log.Info("qubiqd stopping")
-		return <-errc
-	case err := <-errc:
-		return err
+		s.log.Info("qubiqd stopping")
+	case err := <-s.served:
+		s.served <- err // awaitServe reads it
 	}
+	s.stop()
+	return s.serveErr
 }
 
-// alive reports whether the scan loops completed a scan within maxAge.
-func (s *System) alive(maxAge time.Duration) error {
-	eng := s.Engine()
-	if eng == nil {
-		return nil // stopping
+// stop stops every part in reverse, within stopTimeout.
+func (s *System) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+	defer cancel()
+	s.parts.stop(ctx)
+}
+
+func (s *System) listen(context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.HTTP.Listen)
+	if err != nil {
+		return fmt.Errorf("http.listen %s: %w", s.cfg.HTTP.Listen, err)
 	}
-	if len(s.Project().Tags) > 0 && time.Since(eng.Progress()) > maxAge {
-		return fmt.Errorf("no scan completed for %s", time.Since(eng.Progress()).Round(time.Second))
+	s.ln = ln
+	return nil
+}
+
+// closeListener closes the listener when serving never started (Serve
+// closes it otherwise).
+func (s *System) closeListener(context.Context) error {
+	if s.served == nil {
+		return s.ln.Close()
 	}
 	return nil
 }
 
-func (s *System) close(ctx context.Context) {
-	s.applyMu.Lock() // a project import in flight finishes first
-	defer s.applyMu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if s.Scripts != nil {
-		s.Scripts.close(ctx)
-	}
-	if s.Data != nil {
-		s.Data.Close(ctx)
-		s.Data = nil
-	}
-	s.resolved.stop()
-	if eng := s.engine.Swap(nil); eng != nil {
-		if err := eng.Stop(ctx); err != nil {
-			s.Log.Error("stop tag engine", slog.Any("err", err))
-		}
-	}
-	if s.Audit != nil {
-		if err := s.Audit.Close(ctx); err != nil {
-			s.Log.Error("close audit log", slog.Any("err", err))
-		}
-		s.Audit = nil
-	}
-	if s.DB != nil {
-		if err := s.DB.Close(); err != nil {
-			s.Log.Error("close store", slog.Any("err", err))
-		}
-		s.DB = nil
-	}
+// serve serves the API on the listener until the part stops.
+func (s *System) serve(ctx context.Context) error {
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.served = make(chan error, 1)
+	s.stopServe = cancel
+	go func() { s.served <- s.api.Serve(sctx, s.ln) }()
+	return nil
 }
 
-// withDefaultKey returns the JSON object raw with key set to val when raw
-// does not have it; raw is returned unchanged when it is not an object.
-func withDefaultKey(raw json.RawMessage, key string, val any) json.RawMessage {
-	m := map[string]json.RawMessage{}
-	if len(raw) > 0 {
-		if err := json.Unmarshal(raw, &m); err != nil {
-			return raw
-		}
+// awaitServe ends serving (graceful: the requests in flight finish, within
+// the API's shutdown timeout) and returns Serve's error.
+func (s *System) awaitServe(ctx context.Context) error {
+	s.stopServe()
+	select {
+	case s.serveErr = <-s.served:
+	case <-ctx.Done():
+		s.serveErr = ctx.Err()
 	}
-	if _, ok := m[key]; ok {
-		return raw
-	}
-	b, err := json.Marshal(val)
-	if err != nil {
-		return raw
-	}
-	m[key] = b
-	out, err := json.Marshal(m)
-	if err != nil {
-		return raw
-	}
-	return out
+	return s.serveErr
 }
+
+// subscribeAll feeds the change probe every change of the tag engine.
+func (s *System) subscribeAll(buf int) (<-chan gateway.TagValue, func() uint64, func()) {
+	return s.svc.SubscribeValues(auth.Full("probe", auth.RealmPlatform, "probe"), buf)
+}
+
+// stopTimeout bounds stopping the parts at the end of Run.
+const stopTimeout = 10 * time.Second

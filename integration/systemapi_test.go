@@ -3,10 +3,6 @@
 package integration
 
 import (
-	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,6 +16,8 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
+
+	"qubiq.dev/edge/internal/peers"
 )
 
 // The issue-4 proofs, through real Python scripts in the sandbox and REST
@@ -200,34 +198,11 @@ var methodScope = map[string]string{
 var allScopes = []string{"tag:read", "tag:write", "db:read", "db:write", "hist:read", "hist:write",
 	"vars:read", "vars:write", "file:read", "file:write", "script:execute"}
 
-// pgSchemaDSN makes a schema on the PostgreSQL test server (PEERS.md:
-// 127.0.0.1:5432, trust auth) for this test and returns a DSN using it.
-func pgSchemaDSN(t *testing.T) string {
-	t.Helper()
-	base := os.Getenv("QUBIQ_TEST_PG_DSN")
-	if base == "" {
-		base = "postgres://qubiq_test:qubiq_test@127.0.0.1:5432/qubiq_test?sslmode=disable"
-	}
-	db, err := sql.Open("pgx", base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := db.PingContext(ctx); err != nil {
-		t.Fatalf("PostgreSQL test server not reachable on 127.0.0.1:5432 (make test starts it): %v", err)
-	}
-	var b [6]byte
-	rand.Read(b[:])
-	schema := "qubiq_it_" + hex.EncodeToString(b[:])
-	if _, err := db.ExecContext(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		db.Exec("DROP SCHEMA " + schema + " CASCADE")
-		db.Close()
-	})
-	return base + "&search_path=" + schema
+// pgDSN is a DSN on a fresh schema of the PostgreSQL test server
+// (internal/peers), dropped when t ends.
+func pgDSN(t *testing.T) string {
+	_, dsn := peers.PostgresSchema(t, "qubiq_it_")
+	return dsn
 }
 
 // startSystemAPI starts qubiqd with the system API project and the api
@@ -235,7 +210,7 @@ func pgSchemaDSN(t *testing.T) string {
 func startSystemAPI(t *testing.T) *daemon {
 	t.Helper()
 	d := newDaemon(t, systemAPIProject)
-	if err := os.WriteFile(filepath.Join(d.dir, "pg.dsn"), []byte(pgSchemaDSN(t)), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(d.dir, "pg.dsn"), []byte(pgDSN(t)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := os.ReadFile(d.cfg)

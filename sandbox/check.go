@@ -18,8 +18,8 @@ const maxSource = 1 << 20
 const checkTimeout = 30 * time.Second
 
 // Check compiles module's code in a short-lived isolated interpreter (it is
-// never run) and returns its entries and diagnostics (DESIGN.md, "Python
-// side"; SANDBOX.md §5.2). Entries are the top-level functions whose names do
+// never run) and returns its entries and diagnostics (README: Scripting
+// API and data). Entries are the top-level functions whose names do
 // not begin with "_" and that take one positional argument; each one's
 // timeout is @gateway(timeout_ms=N) clamped to python.gateway_timeout, or
 // its default.
@@ -41,9 +41,7 @@ func (p *Pool) Check(ctx context.Context, module, code string) (ModuleInfo, erro
 	if len(code) > maxSource {
 		return ModuleInfo{}, runErr(KindInvalid, "module %s is %d bytes; the limit is %d", module, len(code), maxSource)
 	}
-	p.mu.RLock()
-	installed := append([]string{}, p.installed...)
-	p.mu.RUnlock()
+	_, installed := p.pkgs.Current()
 	req, err := json.Marshal(map[string]any{
 		"module": module, "source": code, "allowed": p.allowed, "installed": installed,
 	})

@@ -6,10 +6,12 @@ import (
 	"qubiq.dev/edge/internal/deptest"
 )
 
-// sandbox's "must not import" column of DESIGN.md's table (api, mqtt, store,
-// device, tagengine), plus daemon, which only cmd/qubiqd imports.
+// sandbox sits below the service layer: it must not import the front doors
+// (api, mqtt), the service layer (gateway and its implementation, which
+// reaches it through the Services it defines), the store, the tag engine,
+// a device, or the daemon.
 func TestDeps_Sandbox_MustNotImport(t *testing.T) {
 	deptest.Forbid(t, "qubiq.dev/edge/sandbox",
-		"qubiq.dev/edge/api", "qubiq.dev/edge/mqtt", "qubiq.dev/edge/store",
-		"qubiq.dev/edge/device", "qubiq.dev/edge/tagengine", "qubiq.dev/edge/daemon")
+		"qubiq.dev/edge/api", "qubiq.dev/edge/mqtt", "qubiq.dev/edge/flow", "qubiq.dev/edge/store",
+		"qubiq.dev/edge/device", "qubiq.dev/edge/tagengine", "qubiq.dev/edge/gateway", "qubiq.dev/edge/daemon")
 }

@@ -1,5 +1,6 @@
 // Package sandbox runs user Python scripts for QUBIQ Edge in a pool of
-// pre-started worker processes (DESIGN.md, "Python side"; SANDBOX.md).
+// pre-started worker processes (README: The script sandbox is a guardrail,
+// not a security boundary; Scripting API and data).
 //
 // It owns the worker pool, the transport (sandbox/rpc), the cgroup limits
 // (sandbox/cgroup), the OS hardening of the workers, the scope table of the
@@ -29,8 +30,7 @@
 // A run's grant lives only in Go, bound to the worker and the execution id;
 // every system.* call a script makes is checked against it with the scope
 // table (ScopeFor) before the Services see it. Nothing a worker writes on
-// its pipe can name or widen the grant (DESIGN.md, "Levels, realms, scopes,
-// grants"; SANDBOX.md §2.3).
+// its pipe can name or widen the grant (rpc.Call carries no grant).
 //
 // # Guardrail, not boundary
 //
@@ -71,27 +71,24 @@
 //
 // # Packages
 //
-// Administrators install wheels into <data_dir>/python-packages (a symlink
-// to one generation under python-packages.d, switched in one rename):
-// from python.index_url with pip's --only-binary=:all:, or from uploaded
-// wheel files with --no-index; every install is the whole manifest of
-// requested packages into a fresh directory, from a wheelhouse that keeps
-// every wheel, so removals and rebuilds need no network. Installed
-// packages' top-level import names (top_level.txt or RECORD) join the
-// allow-list; workers restart one at a time to pick them up. An install
-// names what each package widens and needs acknowledge_widening. The
-// packages live in the data dir, so they survive a replacement of the
-// runtime (same Python minor version).
+// Administrators install wheels into <data_dir>/python-packages, on the
+// workers' module path; the package manager is its own package,
+// sandbox/packages (generations switched in one rename, a wheelhouse so
+// removals need no network, acknowledgement of what each package widens).
+// The pool owns one (PackageManager): after a switch it restarts the
+// workers one at a time, and the installed packages' top-level import
+// names join the allow-list.
 //
 // # Lint
 //
 // Lint uses ruff when it finds one (the runtime's bin/, then PATH), else
 // the syntax-only check (compile() in a short-lived isolated interpreter);
-// both give DESIGN.md's diagnostic shape, with the guardrail's findings.
+// both give the REST lint's diagnostic shape, with the guardrail's findings.
 //
 // # Imports
 //
 // sandbox imports auth, value and its own sub-packages; it must not import
-// api, mqtt, store, device or tagengine (deps_test.go). The daemon passes the
-// concrete Services.
+// api, mqtt, store, device, tagengine or the service layer (deps_test.go).
+// The service layer (gateway/service) is the concrete Services: it
+// implements each row of the method table.
 package sandbox

@@ -359,7 +359,7 @@ func (p *Pool) landlockRules(ctx context.Context) (*landlockFS, error) {
 		dirs[filepath.Dir(m)] = true
 	}
 	dirs[p.codeDir] = true
-	dirs[p.pkgRoot()] = true
+	dirs[p.pkgs.Root()] = true
 	dirs["/usr/share/zoneinfo"] = true // time zone data (zoneinfo, packages' tz support)
 	for d := range dirs {
 		if st, err := os.Stat(d); err == nil && st.IsDir() {

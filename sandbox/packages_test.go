@@ -12,11 +12,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"qubiq.dev/edge/sandbox/packages"
 )
 
 // wheelDir holds the wheels the tests build, once per test binary
@@ -90,9 +93,9 @@ const (
 )
 
 // upload stages wheel files for an install.
-func upload(t *testing.T, p *Pool, files ...string) *Upload {
+func upload(t *testing.T, p *Pool, files ...string) *packages.Upload {
 	t.Helper()
-	u, err := p.NewUpload()
+	u, err := p.PackageManager().NewUpload()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,10 +114,15 @@ func upload(t *testing.T, p *Pool, files ...string) *Upload {
 	return u
 }
 
-func pkgNames(ps []Package) []string {
+// pkgNorm is the PEP 503 normalized form of a distribution name.
+func pkgNorm(n string) string { return pkgNameSep.ReplaceAllString(strings.ToLower(n), "-") }
+
+var pkgNameSep = regexp.MustCompile(`[-_.]+`)
+
+func pkgNames(ps []packages.Package) []string {
 	var out []string
 	for _, p := range ps {
-		out = append(out, normName(p.Name))
+		out = append(out, pkgNorm(p.Name))
 	}
 	return out
 }
@@ -133,19 +141,19 @@ func TestPool_InstallPackage_UploadThenRemove(t *testing.T) {
 		t.Fatalf("import before the install: %v", err)
 	}
 
-	_, err := p.InstallPackage(context.Background(), PackageRequest{Upload: upload(t, p, whl), By: "admin"}, nil)
-	var we *WideningError
+	_, err := p.PackageManager().Install(context.Background(), packages.Request{Upload: upload(t, p, whl), By: "admin"}, nil)
+	var we *packages.WideningError
 	if !errors.As(err, &we) || len(we.Widenings) != 1 || we.Widenings[0].Package != testDist ||
-		!we.Widenings[0].Requested || !slices.Contains(we.Widenings[0].Widens, genericWidening) {
+		!we.Widenings[0].Requested || !slices.Contains(we.Widenings[0].Widens, packages.GenericWidening) {
 		t.Fatalf("install without acknowledgement: %v", err)
 	}
-	if pk, _ := p.Packages(); len(pk) != 0 {
+	if pk, _ := p.PackageManager().Packages(); len(pk) != 0 {
 		t.Fatalf("refused install left %v", pk)
 	}
 
 	var steps []string
-	ch, err := p.InstallPackage(context.Background(), PackageRequest{Upload: upload(t, p, whl), Acknowledge: true, By: "admin"},
-		func(pr Progress) { steps = append(steps, pr.Step) })
+	ch, err := p.PackageManager().Install(context.Background(), packages.Request{Upload: upload(t, p, whl), Acknowledge: true, By: "admin"},
+		func(pr packages.Progress) { steps = append(steps, pr.Step) })
 	if err != nil {
 		t.Fatalf("install: %v", err)
 	}
@@ -177,17 +185,17 @@ func TestPool_InstallPackage_UploadThenRemove(t *testing.T) {
 		t.Errorf("python-packages → %s, %v", real, err)
 	}
 
-	if _, err := p.RemovePackage(context.Background(), "qtestpkg", nil); !errors.Is(err, ErrNotInstalled) {
+	if _, err := p.PackageManager().Remove(context.Background(), "qtestpkg", nil); !errors.Is(err, packages.ErrNotInstalled) {
 		t.Errorf("remove by import name: %v", err)
 	}
-	ch, err = p.RemovePackage(context.Background(), "Qubiq_TestPkg", nil)
+	ch, err = p.PackageManager().Remove(context.Background(), "Qubiq_TestPkg", nil)
 	if err != nil || len(ch.Installed) != 0 || slices.Contains(ch.Allowed, testMod) {
 		t.Fatalf("remove: %+v, %v", ch, err)
 	}
 	if _, err := p.Check(context.Background(), "m", useTestPkg); KindOf(err) != KindInvalid {
 		t.Errorf("import after the removal: %v", err)
 	}
-	if _, err := p.RemovePackage(context.Background(), testDist, nil); !errors.Is(err, ErrNotInstalled) {
+	if _, err := p.PackageManager().Remove(context.Background(), testDist, nil); !errors.Is(err, packages.ErrNotInstalled) {
 		t.Errorf("second remove: %v", err)
 	}
 	if whls, _ := filepath.Glob(filepath.Join(cfg.DataDir, "python-packages.d", "wheelhouse", "*.whl")); len(whls) != 0 {
@@ -203,16 +211,16 @@ func TestPool_InstallPackage_UploadMissingDependency(t *testing.T) {
 	dep := buildWheel(t, "qubiq-testdep", "qtestdep", "VALUE = 5\n")
 	app := buildWheel(t, "qubiq-testapp", "qtestapp", "import qtestdep\ndef value(a):\n    return qtestdep.VALUE + a\n", "qubiq-testdep")
 	p := startPool(t, testConfig(t), newFakeServices())
-	_, err := p.InstallPackage(context.Background(), PackageRequest{Upload: upload(t, p, app), Acknowledge: true}, nil)
-	if !errors.Is(err, ErrPip) || !strings.Contains(err.Error(), "qubiq-testdep") {
+	_, err := p.PackageManager().Install(context.Background(), packages.Request{Upload: upload(t, p, app), Acknowledge: true}, nil)
+	if !errors.Is(err, packages.ErrPip) || !strings.Contains(err.Error(), "qubiq-testdep") {
 		t.Fatalf("install without the dependency: %v", err)
 	}
-	_, err = p.InstallPackage(context.Background(), PackageRequest{Upload: upload(t, p, app, dep)}, nil)
-	var we *WideningError
+	_, err = p.PackageManager().Install(context.Background(), packages.Request{Upload: upload(t, p, app, dep)}, nil)
+	var we *packages.WideningError
 	if !errors.As(err, &we) || len(we.Widenings) != 2 {
 		t.Fatalf("widening of app and dependency: %v", err)
 	}
-	if _, err := p.InstallPackage(context.Background(), PackageRequest{Upload: upload(t, p, app, dep), Acknowledge: true}, nil); err != nil {
+	if _, err := p.PackageManager().Install(context.Background(), packages.Request{Upload: upload(t, p, app, dep), Acknowledge: true}, nil); err != nil {
 		t.Fatal(err)
 	}
 	load(t, p, "m", "import qtestapp\ndef f(args):\n    return qtestapp.value(args)\n")
@@ -221,14 +229,14 @@ func TestPool_InstallPackage_UploadMissingDependency(t *testing.T) {
 	}
 	// The app stays installed without its own manifest entry for the
 	// dependency: it comes back as a dependency.
-	ch, err := p.RemovePackage(context.Background(), "qubiq-testdep", nil)
+	ch, err := p.PackageManager().Remove(context.Background(), "qubiq-testdep", nil)
 	if err != nil || !slices.Equal(pkgNames(ch.Installed), []string{"qubiq-testapp", "qubiq-testdep"}) {
 		t.Fatalf("remove the uploaded dependency: %v %v", pkgNames(ch.Installed), err)
 	}
 	if pk := ch.Installed[1]; pk.Requested {
 		t.Errorf("dependency still requested: %+v", pk)
 	}
-	if _, err := p.RemovePackage(context.Background(), "qubiq-testdep", nil); !errors.Is(err, ErrIsDependency) {
+	if _, err := p.PackageManager().Remove(context.Background(), "qubiq-testdep", nil); !errors.Is(err, packages.ErrIsDependency) {
 		t.Errorf("remove of a dependency: %v", err)
 	}
 }
@@ -246,7 +254,7 @@ func simpleIndex(t *testing.T, wheels ...string) *httptest.Server {
 		}
 		base := filepath.Base(w)
 		files[base] = b
-		n, _, _, _ := wheelInfo(base)
+		n := pkgNorm(strings.SplitN(base, "-", 2)[0])
 		projects[n] = append(projects[n], base)
 	}
 	projects["pip"] = nil
@@ -258,7 +266,7 @@ func simpleIndex(t *testing.T, wheels ...string) *httptest.Server {
 			}
 		}
 		if name, ok := strings.CutPrefix(r.URL.Path, "/simple/"); ok {
-			if fs, ok := projects[normName(strings.Trim(name, "/"))]; ok {
+			if fs, ok := projects[pkgNorm(strings.Trim(name, "/"))]; ok {
 				w.Header().Set("Content-Type", "text/html")
 				fmt.Fprint(w, "<!DOCTYPE html><html><body>\n")
 				for _, f := range fs {
@@ -284,12 +292,12 @@ func TestPool_InstallPackage_FromIndex(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.IndexURL = idx.URL + "/simple"
 	p := startPool(t, cfg, newFakeServices())
-	_, err := p.InstallPackage(context.Background(), PackageRequest{Requirement: "qubiq-testpkg==1.0"}, nil)
-	var we *WideningError
+	_, err := p.PackageManager().Install(context.Background(), packages.Request{Requirement: "qubiq-testpkg==1.0"}, nil)
+	var we *packages.WideningError
 	if !errors.As(err, &we) || len(we.Widenings) != 1 || we.Widenings[0].Package != testDist {
 		t.Fatalf("install without acknowledgement: %v", err)
 	}
-	ch, err := p.InstallPackage(context.Background(), PackageRequest{Requirement: "qubiq-testpkg==1.0", Acknowledge: true, By: "admin"}, nil)
+	ch, err := p.PackageManager().Install(context.Background(), packages.Request{Requirement: "qubiq-testpkg==1.0", Acknowledge: true, By: "admin"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,10 +309,10 @@ func TestPool_InstallPackage_FromIndex(t *testing.T) {
 		t.Errorf("script: %s", got)
 	}
 	idx.Close()
-	if _, err := p.RemovePackage(context.Background(), testDist, nil); err != nil {
+	if _, err := p.PackageManager().Remove(context.Background(), testDist, nil); err != nil {
 		t.Errorf("remove with the index gone: %v", err)
 	}
-	if _, err := p.InstallPackage(context.Background(), PackageRequest{Requirement: "qubiq-testpkg==1.0", Acknowledge: true}, nil); !errors.Is(err, ErrPip) {
+	if _, err := p.PackageManager().Install(context.Background(), packages.Request{Requirement: "qubiq-testpkg==1.0", Acknowledge: true}, nil); !errors.Is(err, packages.ErrPip) {
 		t.Errorf("install with the index gone: %v", err)
 	}
 }
@@ -314,17 +322,17 @@ func TestPool_InstallPackage_Refusals(t *testing.T) {
 	ctx := context.Background()
 	tests := []struct {
 		name string
-		req  PackageRequest
+		req  packages.Request
 		want error
 	}{
-		{"offline", PackageRequest{Requirement: "requests==2.31.0", Acknowledge: true}, ErrOffline},
-		{"url", PackageRequest{Requirement: "https://example.invalid/x.whl", Acknowledge: true}, ErrBadRequirement},
-		{"option", PackageRequest{Requirement: "--index-url=http://x y", Acknowledge: true}, ErrBadRequirement},
-		{"nothing", PackageRequest{Acknowledge: true}, ErrBadRequirement},
+		{"offline", packages.Request{Requirement: "requests==2.31.0", Acknowledge: true}, packages.ErrOffline},
+		{"url", packages.Request{Requirement: "https://example.invalid/x.whl", Acknowledge: true}, packages.ErrBadRequirement},
+		{"option", packages.Request{Requirement: "--index-url=http://x y", Acknowledge: true}, packages.ErrBadRequirement},
+		{"nothing", packages.Request{Acknowledge: true}, packages.ErrBadRequirement},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := p.InstallPackage(ctx, tt.req, nil); !errors.Is(err, tt.want) {
+			if _, err := p.PackageManager().Install(ctx, tt.req, nil); !errors.Is(err, tt.want) {
 				t.Errorf("err %v, want %v", err, tt.want)
 			}
 		})
@@ -346,70 +354,16 @@ func TestUpload_Add_Validation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			u, err := p.NewUpload()
+			u, err := p.PackageManager().NewUpload()
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer u.Close()
-			if err := u.Add(tt.file, strings.NewReader(string(tt.body))); !errors.Is(err, ErrBadWheel) {
-				t.Errorf("Add: %v, want ErrBadWheel", err)
+			if err := u.Add(tt.file, strings.NewReader(string(tt.body))); !errors.Is(err, packages.ErrBadWheel) {
+				t.Errorf("Add: %v, want packages.ErrBadWheel", err)
 			}
 			if len(u.Files()) != 0 {
 				t.Errorf("kept %v", u.Files())
-			}
-		})
-	}
-}
-
-func TestParseRequirement_Forms(t *testing.T) {
-	tests := []struct {
-		in, want string
-		ok       bool
-	}{
-		{"numpy", "numpy", true},
-		{"NumPy==1.26.4", "numpy", true},
-		{"paho_mqtt >= 1.6, < 2", "paho-mqtt", true},
-		{"requests[socks]==2.31.0", "requests", true},
-		{"pkg~=1.2", "pkg", true},
-		{"pkg @ https://x/y.whl", "", false},
-		{"-e .", "", false},
-		{"./local.whl", "", false},
-		{"pkg; python_version<'3.12'", "", false},
-		{"", "", false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.in, func(t *testing.T) {
-			got, err := ParseRequirement(tt.in)
-			if (err == nil) != tt.ok || got != tt.want {
-				t.Errorf("ParseRequirement(%q) = %q, %v", tt.in, got, err)
-			}
-		})
-	}
-}
-
-func TestWidensOf_Table(t *testing.T) {
-	tests := []struct {
-		name   string
-		native bool
-		want   string
-	}{
-		{"numpy", true, "numpy.ctypeslib"},
-		{"torch", true, "pickle"},
-		{"joblib", false, "pickle"},
-		{"pandas", true, "any path"},
-		{"requests", false, "network"},
-		{"urllib3", false, "network"},
-		{"httpx", false, "network"},
-		{"paho-mqtt", false, "network"},
-		{"paho_mqtt", false, "network"},
-		{"qubiq-testpkg", false, genericWidening},
-		{"something-native", true, nativeWidening},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			w := widensOf(tt.name, tt.native)
-			if !strings.Contains(strings.Join(w, "|"), tt.want) || w[len(w)-1] != genericWidening {
-				t.Errorf("widensOf(%s) = %v, want one naming %q and the generic warning", tt.name, w, tt.want)
 			}
 		})
 	}
@@ -472,13 +426,13 @@ func TestPool_CheckIndex(t *testing.T) {
 				t.Fatal(err)
 			}
 			start := time.Now()
-			r := p.CheckIndex(context.Background())
+			r := p.PackageManager().CheckIndex(context.Background())
 			took := time.Since(start)
 			if r.Reachable != tt.reachable || !strings.Contains(r.Reason, tt.reasonPart) {
 				t.Errorf("%+v, want reachable %v and a reason naming %q", r, tt.reachable, tt.reasonPart)
 			}
-			if took > IndexCheckTimeout+time.Second {
-				t.Errorf("took %v, bound %v", took, IndexCheckTimeout)
+			if took > packages.IndexCheckTimeout+time.Second {
+				t.Errorf("took %v, bound %v", took, packages.IndexCheckTimeout)
 			}
 			if tt.url != "" && r.DurationMs <= 0 {
 				t.Errorf("no duration: %+v", r)
@@ -564,7 +518,7 @@ func TestPool_Packages_SurviveRuntimeReplacement(t *testing.T) {
 	if h := p.Health(); h.Python.Status != "ok" || h.Python.Path != first {
 		t.Fatalf("first runtime: %+v", h.Python)
 	}
-	if _, err := p.InstallPackage(context.Background(), PackageRequest{Upload: upload(t, p, whl), Acknowledge: true}, nil); err != nil {
+	if _, err := p.PackageManager().Install(context.Background(), packages.Request{Upload: upload(t, p, whl), Acknowledge: true}, nil); err != nil {
 		t.Fatalf("install with the first runtime: %v", err)
 	}
 	if err := p.Close(context.Background()); err != nil {
@@ -581,7 +535,7 @@ func TestPool_Packages_SurviveRuntimeReplacement(t *testing.T) {
 	if got := mustRun(t, p2, full, "m", "f", "5"); got != "10" {
 		t.Errorf("package after the runtime swap: %s", got)
 	}
-	if pk, err := p2.Packages(); err != nil || len(pk) != 1 || !pk[0].Requested {
+	if pk, err := p2.PackageManager().Packages(); err != nil || len(pk) != 1 || !pk[0].Requested {
 		t.Errorf("packages %+v, %v", pk, err)
 	}
 }
@@ -604,4 +558,13 @@ func TestPool_Health_RlimitMode_PidsUnavailable(t *testing.T) {
 	if !slices.ContainsFunc(h.Reasons, func(r string) bool { return strings.HasPrefix(r, "pids: unavailable") }) {
 		t.Errorf("reasons %v", h.Reasons)
 	}
+}
+
+// copyFile copies src to dst (mode 0644).
+func copyFile(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o644)
 }

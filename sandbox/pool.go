@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"qubiq.dev/edge/auth"
+	"qubiq.dev/edge/sandbox/packages"
 	"qubiq.dev/edge/sandbox/rpc"
 )
 
@@ -28,13 +29,14 @@ import (
 // the worker unchecked (a malformed one reaches the script as
 // system.CallError).
 //
-// Shapes (DESIGN.md, "Python side"):
+// Shapes (sandbox/METHODS.md; README: Scripting API and data):
 //
 //	tag.read  {"paths": [...]}                 → [{"path","value","quality","timestamp","reason"}]
 //	tag.write {"paths": [...], "values": [...]} → ["Good", "Bad_UserAccessDenied", ...]
 //
-// Other methods pass their Python keyword arguments as an object, in snake
-// case (sandbox/python/qubiq_worker.py).
+// Other methods pass their arguments as an object keyed by the Python
+// parameter names of their row of the method table (Methods; ParseArgs
+// decodes them strictly).
 type Services interface {
 	Call(ctx context.Context, g auth.Grant, method string, params json.RawMessage) (json.RawMessage, error)
 }
@@ -47,7 +49,7 @@ type Entry struct {
 	TimeoutMs int    `json:"timeout_ms"`
 }
 
-// Diagnostic is one finding of Check, in the shape of DESIGN.md's lint
+// Diagnostic is one finding of Check, in the shape of the REST lint
 // route: 1-based line and character column, Code ("syntax-error",
 // "syntax-warning", "forbidden-attribute", "forbidden-name",
 // "forbidden-import", "gateway-timeout"), Message, Severity ("error" or
@@ -128,7 +130,6 @@ type Pool struct {
 
 	codeDir      string
 	homeDir      string
-	packages     string
 	selfExe      string
 	startTimeout time.Duration
 	allowed      []string // import roots besides installed packages
@@ -148,18 +149,15 @@ type Pool struct {
 	ruff      string    // the ruff executable, "" for the syntax-only linter
 	tagReader TagReader // the Services' fast path of tag.read, if they have one
 
-	// Packages (packages.go): one install or removal at a time; the
-	// current generation directory and its import names; pkgSeq counts
-	// generations, and restart is closed (and replaced) when it changes so
-	// idle slots restart their worker; roll lets one worker restart at a
-	// time.
-	pkgMu     sync.Mutex
-	pkgGen    string
-	installed []string
-	pkgSeq    atomic.Uint64
-	restart   chan struct{}
-	roll      chan struct{}
-	slots     []slotInfo // under mu
+	// Packages (sandbox/packages) install into generations; pkgSeq
+	// counts generations, and restart is closed (and replaced) when it
+	// changes so idle slots restart their worker; roll lets one worker
+	// restart at a time.
+	pkgs    *packages.Manager
+	pkgSeq  atomic.Uint64
+	restart chan struct{}
+	roll    chan struct{}
+	slots   []slotInfo // under mu
 
 	jobs     chan *job
 	wg       sync.WaitGroup
@@ -170,7 +168,7 @@ type Pool struct {
 	ooms     atomic.Uint64
 }
 
-// defaultAllowed are the import roots of DESIGN.md: system, math, json,
+// defaultAllowed are the import roots every script has: system, math, json,
 // datetime (installed packages are added by the worker).
 var defaultAllowed = []string{"datetime", "json", "math", "system"}
 
@@ -188,14 +186,13 @@ func New(cfg Config, svc Services, logger *slog.Logger) (*Pool, error) {
 	}
 	exe, _ := os.Executable() // "" disables the sandbox-exec helper
 	tr, _ := svc.(TagReader)
-	return &Pool{
+	p := &Pool{
 		tagReader:    tr,
 		restart:      make(chan struct{}),
 		roll:         make(chan struct{}, 1),
 		slots:        make([]slotInfo, cfg.Replicas),
 		codeDir:      filepath.Join(cfg.DataDir, "run", "sandbox", "code"),
 		homeDir:      filepath.Join(cfg.DataDir, "run", "sandbox", "home"),
-		packages:     filepath.Join(cfg.DataDir, "python-packages"),
 		selfExe:      exe,
 		cfg:          cfg,
 		svc:          svc,
@@ -206,8 +203,20 @@ func New(cfg Config, svc Services, logger *slog.Logger) (*Pool, error) {
 		jobs:         make(chan *job, cfg.Queue),
 		startTimeout: 20 * time.Second,
 		allowed:      defaultAllowed,
-	}, nil
+	}
+	p.pkgs = packages.New(packages.Options{DataDir: cfg.DataDir, IndexURL: cfg.IndexURL, Builtin: defaultAllowed,
+		Restart: p.rollWorkers, Logger: logger})
+	return p, nil
 }
+
+// PackageManager returns the pool's package manager (sandbox/packages):
+// installs and removals of the administrator's packages, whose switch to a
+// new set restarts the workers one at a time.
+func (p *Pool) PackageManager() *packages.Manager { return p.pkgs }
+
+// Allowed returns the import roots scripts may use now: the built-in
+// allow-list and the installed packages' import names, sorted.
+func (p *Pool) Allowed() []string { return p.pkgs.Allowed() }
 
 // Start resolves the interpreter, writes the worker code to
 // <DataDir>/run/sandbox, sets up isolation and starts cfg.Replicas workers.
@@ -252,7 +261,7 @@ func (p *Pool) Start(ctx context.Context) error {
 		p.degrade("failed", fmt.Sprintf("sandbox: create %s: %v", p.homeDir, err))
 		return nil
 	}
-	if err := p.initPackages(); err != nil {
+	if err := p.pkgs.Init(python); err != nil {
 		p.degrade("failed", err.Error())
 		return nil
 	}
@@ -261,8 +270,8 @@ func (p *Pool) Start(ctx context.Context) error {
 	p.iso = iso
 	p.mu.Unlock()
 
-	// Start every slot's first worker in parallel (SANDBOX.md §2.5,
-	// PERFORMANCE.md B6).
+	// Start every slot's first worker in parallel: start-up costs add
+	// up per worker (bench/README.md, bench-sandbox).
 	type started struct {
 		idx int
 		w   *worker
@@ -343,6 +352,7 @@ func (p *Pool) degrade(status, reason string) {
 	p.mu.Lock()
 	p.status, p.reason = status, reason
 	p.mu.Unlock()
+	p.pkgs.SetUnavailable(reason)
 	p.logger.Error("sandbox degraded: scripts will fail with runtime_missing", "status", status, "reason", reason)
 }
 
@@ -359,10 +369,9 @@ func (p *Pool) setSlotErr(i int, err error) {
 // hello is the first frame of a new worker, and the packages generation
 // it carries.
 func (p *Pool) hello() (*rpc.Hello, uint64) {
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	return &rpc.Hello{Type: rpc.TypeHello, Allowed: p.allowed, Packages: p.pkgGen,
-		Installed: append([]string{}, p.installed...), ReadPaths: []string{}}, p.pkgSeq.Load()
+	gen, installed := p.pkgs.Current()
+	return &rpc.Hello{Type: rpc.TypeHello, Allowed: p.allowed, Packages: gen,
+		Installed: installed, ReadPaths: []string{}}, p.pkgSeq.Load()
 }
 
 // runtimeErr is the error of Run and Check in a degraded pool, or nil.
@@ -455,7 +464,7 @@ func (p *Pool) Modules() []string {
 
 // Run runs entry of module with args (any JSON value; empty means null) for
 // the grant g, in a fresh namespace on a free worker, with the entry's
-// timeout (@gateway(timeout_ms=N), clamped; DESIGN.md "Python side"). Runs
+// timeout (@gateway(timeout_ms=N), clamped to python.gateway_timeout). Runs
 // wait in FIFO order when every worker is busy; past cfg.Queue waiting runs,
 // Run fails with kind busy. The run is killed at its timeout (kind timeout)
 // or when ctx ends (kind timeout for a deadline, killed for a cancel); its
@@ -467,7 +476,7 @@ func (p *Pool) Run(ctx context.Context, g auth.Grant, module, entry string, args
 
 // RunNode is Run for a Python node of a flow (def transform(msg)): the
 // timeout is cfg.NodeTimeout instead of the entry's gateway timeout
-// (DESIGN.md, "Python side").
+// (python.node_timeout).
 func (p *Pool) RunNode(ctx context.Context, g auth.Grant, module, entry string, msg json.RawMessage) (RunResult, error) {
 	return p.run(ctx, g, module, entry, msg, p.cfg.NodeTimeout)
 }

@@ -297,8 +297,7 @@ func (p *Pool) violation(w *worker, name, why string) error {
 
 // keepAfterRun reports whether w may take another job: not past
 // RecycleAfterRuns, resident memory not above RecycleAboveMemory, no more
-// threads than after its handshake (a script or package left one running;
-// SANDBOX.md §2.5).
+// threads than after its handshake (a script or package left one running).
 func (p *Pool) keepAfterRun(w *worker) bool {
 	if p.cfg.RecycleAfterRuns > 0 && w.runs >= p.cfg.RecycleAfterRuns {
 		p.logger.Debug("sandbox worker recycled", "pid", w.pid, "runs", w.runs)
@@ -364,7 +363,7 @@ func (p *Pool) dispatch(ctx context.Context, g auth.Grant, run string, c *rpc.Ca
 		r.Error = &rpc.CallError{Kind: "permission_denied", Message: "refused: " + err.Error()}
 		return r
 	}
-	if !g.Expires.IsZero() && time.Now().After(g.Expires) {
+	if g.Expired(time.Now()) {
 		de := &auth.DeniedError{Kind: "expired", Need: "an unexpired grant", Target: target}
 		p.auditRefusal(g, c.Method, de)
 		r.Error = &rpc.CallError{Kind: "permission_denied", Message: de.Error()}
@@ -408,7 +407,7 @@ func (p *Pool) dispatch(ctx context.Context, g auth.Grant, run string, c *rpc.Ca
 
 // RefusalAuditor is an optional interface of Services: the dispatcher
 // reports each system.* call it refuses itself (an unknown namespace, an
-// expired grant, a missing scope) so the daemon can audit it (DESIGN.md,
+// expired grant, a missing scope) so the daemon can audit it (README,
 // "Audit": one record per refusal). Refusals the Services decide
 // themselves they audit themselves.
 type RefusalAuditor interface {

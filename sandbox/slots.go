@@ -64,6 +64,10 @@ func (p *Pool) countRun(i int) {
 	}
 }
 
+// restartTimeout bounds how long an install waits for every worker to run
+// the new packages generation.
+const restartTimeout = 60 * time.Second
+
 // rollWorkers starts a new packages generation for the workers: every
 // slot replaces its worker, one slot at a time, as soon as it is idle. It
 // returns when every slot runs a worker of the new generation, or with an

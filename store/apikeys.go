@@ -159,7 +159,7 @@ func (db *DB) RevokeAPIKey(id string) error {
 	return nil
 }
 
-// AuthKeyStore returns db as the auth.KeyStore the daemon passes to
+// AuthKeyStore returns db as the auth.KeyStore the service layer passes to
 // auth.NewKeys. Its Key wraps auth.ErrNotFound for an unknown id.
 func (db *DB) AuthKeyStore() auth.KeyStore { return authKeys{db} }
 

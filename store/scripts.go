@@ -71,6 +71,84 @@ func (db *DB) SaveScript(module, code string, meta []byte) (version int, err err
 	return version, nil
 }
 
+// Errors of the versioned script operations.
+var (
+	// ErrStaleVersion is wrapped by SaveScriptAt when the version is not
+	// above every version the module was ever given.
+	ErrStaleVersion = errors.New("version is not above the module's latest")
+	// ErrOnlyVersion is wrapped by DropLatestScript when the module has
+	// a single version: there is nothing to go back to.
+	ErrOnlyVersion = errors.New("the module has no earlier version")
+)
+
+// SaveScriptAt stores code and meta as version of module, for callers that
+// number their versions (a supervisor's push). version must be above every
+// version the module was ever given (else the error wraps
+// ErrStaleVersion and nothing is stored); the module's counter moves to it,
+// so SaveScript continues above it. An empty module name or a version
+// below 1 wraps ErrInvalid.
+func (db *DB) SaveScriptAt(module string, version int, code string, meta []byte) error {
+	if err := checkKey("script module", module); err != nil {
+		return err
+	}
+	if version < 1 || version > math.MaxInt32 {
+		return fmt.Errorf("store: save script %q: version %d out of range: %w", module, version, ErrInvalid)
+	}
+	err := db.update(func(tx *bolt.Tx) error {
+		root, err := bucket(tx, bucketScripts)
+		if err != nil {
+			return err
+		}
+		mb, err := root.CreateBucketIfNotExists([]byte(module))
+		if err != nil {
+			return err
+		}
+		if last := mb.Sequence(); uint64(version) <= last {
+			return fmt.Errorf("version %d: %w (%d)", version, ErrStaleVersion, last)
+		}
+		if err := mb.SetSequence(uint64(version)); err != nil {
+			return err
+		}
+		b, err := json.Marshal(scriptRecord{Code: code, Meta: meta, Saved: db.now().UTC()})
+		if err != nil {
+			return err
+		}
+		return mb.Put(u64Key(uint64(version)), b)
+	})
+	if err != nil {
+		return fmt.Errorf("store: save script %q: %w", module, err)
+	}
+	return nil
+}
+
+// DropLatestScript removes the latest version of module and returns the
+// version latest now (a rollback). Version numbers are not reused. A
+// module without versions wraps ErrNotFound, one with a single version
+// ErrOnlyVersion (nothing removed).
+func (db *DB) DropLatestScript(module string) (Script, error) {
+	var s Script
+	err := db.update(func(tx *bolt.Tx) error {
+		mb, err := moduleBucket(tx, module)
+		if err != nil {
+			return err
+		}
+		c := mb.Cursor()
+		k, _ := c.Last()
+		if k == nil {
+			return &notFoundError{what: "script", id: module}
+		}
+		pk, pv := c.Prev()
+		if pk == nil {
+			return fmt.Errorf("script %q: %w", module, ErrOnlyVersion)
+		}
+		if s, err = decodeScript(module, pk, pv); err != nil {
+			return err
+		}
+		return mb.Delete(clone(k))
+	})
+	return s, scriptErr(module, err)
+}
+
 // Script returns the latest version of module. A module without versions
 // wraps ErrNotFound.
 func (db *DB) Script(module string) (Script, error) {

@@ -77,3 +77,43 @@ func TestDB_Scripts_Versions(t *testing.T) {
 }
 
 func second[T any](_ T, err error) error { return err }
+
+// TestDB_Scripts_SaveAtAndDropLatest: a numbered push must rise above every
+// version ever given; a rollback drops the latest and returns the one
+// before, and versions are not reused.
+func TestDB_Scripts_SaveAtAndDropLatest(t *testing.T) {
+	db := storetest.MustOpen(t)
+	if _, err := db.SaveScript("m", "v1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.SaveScriptAt("m", 5, "v5", nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []int{5, 3, 1} {
+		if err := db.SaveScriptAt("m", v, "old", nil); !errors.Is(err, store.ErrStaleVersion) {
+			t.Errorf("SaveScriptAt %d: %v; want ErrStaleVersion", v, err)
+		}
+	}
+	if v, err := db.SaveScript("m", "v6", nil); err != nil || v != 6 {
+		t.Fatalf("SaveScript after a numbered push = %d, %v; want 6", v, err)
+	}
+	s, err := db.DropLatestScript("m")
+	if err != nil || s.Version != 5 || s.Code != "v5" {
+		t.Fatalf("DropLatestScript = %+v, %v; want v5", s, err)
+	}
+	if s, _ := db.Script("m"); s.Version != 5 {
+		t.Fatalf("latest after rollback = %d", s.Version)
+	}
+	if s, err := db.DropLatestScript("m"); err != nil || s.Version != 1 {
+		t.Fatalf("second rollback = %+v, %v", s, err)
+	}
+	if _, err := db.DropLatestScript("m"); !errors.Is(err, store.ErrOnlyVersion) {
+		t.Fatalf("rollback of the only version: %v", err)
+	}
+	if _, err := db.DropLatestScript("nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("unknown module: %v", err)
+	}
+	if v, _ := db.SaveScript("m", "v7", nil); v != 7 {
+		t.Fatalf("a version was reused: %d", v)
+	}
+}

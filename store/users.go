@@ -188,11 +188,11 @@ func (db *DB) eachJSON(name []byte, what string, fn func(v []byte) error) error 
 	return nil
 }
 
-// AuthUserStore returns db as the auth.UserStore the daemon passes to
+// AuthUserStore returns db as the auth.UserStore the service layer passes to
 // auth.NewUsers. Its User wraps auth.ErrNotFound for an unknown name.
 func (db *DB) AuthUserStore() auth.UserStore { return authUsers{db} }
 
-// AuthSessionStore returns db as the auth.SessionStore the daemon passes
+// AuthSessionStore returns db as the auth.SessionStore the service layer passes
 // to auth.NewSessions.
 func (db *DB) AuthSessionStore() auth.SessionStore { return authSessions{db} }
 

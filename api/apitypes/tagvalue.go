@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"math"
 	"time"
 
 	"qubiq.dev/edge/value"
@@ -128,72 +126,14 @@ func (t *TagWrite) UnmarshalJSON(b []byte) error {
 }
 
 // ErrObjectValue is wrapped by DecodeValue when the JSON holds an object:
-// tag values are numbers, bools, strings, null or arrays of them.
-var ErrObjectValue = errors.New("a tag value cannot be a JSON object")
+// tag values are numbers, bools, strings, null or arrays of them. It is
+// value.ErrJSONObject.
+var ErrObjectValue = value.ErrJSONObject
 
-// DecodeValue decodes one JSON tag value into value.Normalize form: numbers
-// become int64 when they are integers that fit, else uint64 when they fit,
-// else float64, so 9007199254740993 and 18446744073709551615 stay exact. An
-// empty input is nil. An object anywhere in the value wraps ErrObjectValue;
-// malformed JSON returns the decoder's error.
-func DecodeValue(raw []byte) (value.Value, error) {
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return nil, nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("unexpected data after the value")
-	}
-	if err := checkNoObject(v); err != nil {
-		return nil, err
-	}
-	return value.Normalize(v), nil
-}
+// DecodeValue decodes one JSON tag value into value.Normalize form, integers
+// exact (value.DecodeJSON, the one JSON form of tag values).
+func DecodeValue(raw []byte) (value.Value, error) { return value.DecodeJSON(raw) }
 
-func checkNoObject(v any) error {
-	switch x := v.(type) {
-	case map[string]any:
-		return ErrObjectValue
-	case []any:
-		for _, e := range x {
-			if err := checkNoObject(e); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// EncodeValue encodes a tag value as JSON after value.Normalize: int64 and
-// uint64 as exact integers, NaN and ±Inf floats (which JSON cannot hold) as
-// null. It returns an error for a Go type that is not a tag value.
-func EncodeValue(v value.Value) (json.RawMessage, error) {
-	v = finite(value.Normalize(v))
-	switch v.(type) {
-	case nil, bool, int64, uint64, float64, string, []any:
-	default:
-		return nil, fmt.Errorf("value of type %T is not a tag value", v)
-	}
-	return json.Marshal(v)
-}
-
-func finite(v any) any {
-	switch x := v.(type) {
-	case float64:
-		if math.IsNaN(x) || math.IsInf(x, 0) {
-			return nil
-		}
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = finite(value.Normalize(e))
-		}
-		return out
-	}
-	return v
-}
+// EncodeValue encodes a tag value as JSON: integers exact, NaN and ±Inf as
+// null (value.EncodeJSON, the one JSON form of tag values).
+func EncodeValue(v value.Value) (json.RawMessage, error) { return value.EncodeJSON(v) }

@@ -10,5 +10,6 @@ import (
 // auth and value only (it is part of api: DESIGN.md's "must not import"
 // column for api applies).
 func TestDeps_LiveView(t *testing.T) {
-	deptest.OnlyProject(t, "qubiq.dev/edge/api/liveview", "qubiq.dev/edge/api/apitypes", "qubiq.dev/edge/auth", "qubiq.dev/edge/value")
+	deptest.OnlyProject(t, "qubiq.dev/edge/api/liveview", "qubiq.dev/edge/api/apitypes", "qubiq.dev/edge/auth", "qubiq.dev/edge/value",
+		"qubiq.dev/edge/internal/yamlnode")
 }

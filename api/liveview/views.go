@@ -41,6 +41,7 @@ import (
 
 	"qubiq.dev/edge/api/apitypes"
 	"qubiq.dev/edge/auth"
+	"qubiq.dev/edge/internal/yamlnode"
 )
 
 // Project is what Parse checks views against: the project's tags (path →
@@ -257,7 +258,7 @@ func parseWidget(n *yaml.Node, where string, p Project) (apitypes.Widget, []erro
 			var a any
 			if err := yw.Args.Decode(&a); err != nil {
 				bad("args: %v", err)
-			} else if b, err := json.Marshal(jsonable(a)); err != nil {
+			} else if b, err := json.Marshal(yamlnode.JSONable(a)); err != nil {
 				bad("args: %v", err)
 			} else {
 				w.Args = b
@@ -286,29 +287,6 @@ func parseWidget(n *yaml.Node, where string, p Project) (apitypes.Widget, []erro
 		w.WindowS = int(win / time.Second)
 	}
 	return w, errs
-}
-
-// jsonable turns YAML-decoded maps into values encoding/json accepts.
-func jsonable(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			x[k] = jsonable(e)
-		}
-		return x
-	case map[any]any:
-		m := map[string]any{}
-		for k, e := range x {
-			m[fmt.Sprint(k)] = jsonable(e)
-		}
-		return m
-	case []any:
-		for i, e := range x {
-			x[i] = jsonable(e)
-		}
-		return x
-	}
-	return v
 }
 
 // MayOpen reports whether a session of realm at level may open v: the

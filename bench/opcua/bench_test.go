@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"qubiq.dev/edge/daemon"
 	"qubiq.dev/edge/internal/peers"
+	"qubiq.dev/edge/internal/probe"
 )
 
 // The workload (issue 6, Benchmark).
@@ -287,7 +287,7 @@ func startQubiqd(t *testing.T, bin, dir string, port, items int) *qubiqdClient {
 	}
 	c := &qubiqdClient{t: t, probe: filepath.Join(qd, "changes.json"), done: make(chan struct{})}
 	c.cmd = exec.Command("taskset", "-c", "0", bin, "--config", filepath.Join(qd, "qubiq.yaml"))
-	env := []string{daemon.ProbeEnv + "=" + c.probe}
+	env := []string{probe.Env + "=" + c.probe}
 	for _, e := range os.Environ() {
 		if !strings.HasPrefix(e, "PYTHON_PATH=") {
 			env = append(env, e)
@@ -311,14 +311,14 @@ func (c *qubiqdClient) counts() (uint64, map[float64]uint64, uint64) {
 	if err != nil {
 		return 0, nil, 0
 	}
-	var st daemon.ProbeStats
+	var st probe.Stats
 	if err := json.Unmarshal(b, &st); err != nil {
 		return 0, nil, 0 // caught between two writes: the next read will do
 	}
 	hist := map[float64]uint64{}
 	for k, n := range st.Latency {
 		b, _ := strconv.Atoi(k)
-		hist[float64(daemon.ProbeBucketUpper(b))/float64(time.Millisecond)] += n
+		hist[float64(probe.BucketUpper(b))/float64(time.Millisecond)] += n
 	}
 	return st.Good, hist, st.Dropped
 }

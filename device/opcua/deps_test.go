@@ -7,7 +7,9 @@ import (
 )
 
 // device/opcua imports device and value only (DESIGN.md, Layout and
-// dependency direction: not the other drivers, nothing above device).
+// dependency direction: not the other drivers, nothing above device),
+// plus the standard-library-only atomic file write.
 func TestDeps_OPCUA(t *testing.T) {
-	deptest.OnlyProject(t, "qubiq.dev/edge/device/opcua", "qubiq.dev/edge/device!", "qubiq.dev/edge/value")
+	deptest.OnlyProject(t, "qubiq.dev/edge/device/opcua", "qubiq.dev/edge/device!", "qubiq.dev/edge/value",
+		"qubiq.dev/edge/internal/atomicfile")
 }

@@ -20,6 +20,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"qubiq.dev/edge/internal/atomicfile"
 )
 
 // Folders of the certificate store under pki_dir (DESIGN.md, Data
@@ -383,31 +385,13 @@ func storeRejected(pkiDir string, der []byte, thumb string) error {
 	return writeFileAtomic(p, der, 0o644)
 }
 
+// writeFileAtomic writes b to p through the project's one atomic write
+// (internal/atomicfile), making p's directory first.
 func writeFileAtomic(p string, b []byte, mode os.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(filepath.Dir(p), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), p)
+	return atomicfile.WriteFile(p, b, mode)
 }
 
 // ownCert is this client's application instance certificate and key.

@@ -1,5 +1,5 @@
 // Package cgroup confines QUBIQ Edge's Python workers with Linux control
-// groups (SANDBOX.md §1): it detects the isolation mode once, per controller,
+// groups: it detects the isolation mode once, per controller,
 // creates one leaf per worker slot, writes the configured limits, kills every
 // process of a leaf, reads OOM kill counters and removes what it created.
 //
@@ -10,8 +10,9 @@
 // Mode() only looks at /sys/fs/cgroup, its v1 New creates directories in
 // every mounted hierarchy, and it knows nothing of the delegation order that
 // cgroup v2 requires (the daemon must move itself into a leaf before it may
-// enable controllers for its children: the no-internal-processes rule,
-// DESIGN.md "cgroup v2 delegation") nor of CLONE_INTO_CGROUP. This package
+// enable controllers for its children: the no-internal-processes rule of
+// the kernel's Documentation/admin-guide/cgroup-v2.rst) nor of
+// CLONE_INTO_CGROUP. This package
 // does exactly what the sandbox needs and is tested against fake trees.
 //
 // # Modes

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"qubiq.dev/edge/internal/yamlnode"
 )
 
 // Drivers of a connection.
@@ -58,7 +60,7 @@ func ParseConnections(file string, nodes []yaml.Node) ([]ConnectionConfig, error
 	for i := range nodes {
 		n := &nodes[i]
 		var c ConnectionConfig
-		if err := decodeStrict(n, &c); err != nil {
+		if err := yamlnode.DecodeStrict(n, &c); err != nil {
 			errs = append(errs, fmt.Errorf("%s:%d: connection: %w", file, n.Line, err))
 			continue
 		}
@@ -176,7 +178,7 @@ func ParseNamedQueries(file string, nodes []yaml.Node) ([]NamedQuery, error) {
 	for i := range nodes {
 		n := &nodes[i]
 		var y namedQueryYAML
-		if err := decodeStrict(n, &y); err != nil {
+		if err := yamlnode.DecodeStrict(n, &y); err != nil {
 			errs = append(errs, fmt.Errorf("%s:%d: named query: %w", file, n.Line, err))
 			continue
 		}
@@ -230,34 +232,6 @@ func NewNamedQuery(name, database, sql string, params map[string]string) (NamedQ
 	}
 	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 	return q, errors.Join(errs...)
-}
-
-// decodeStrict decodes a YAML mapping node into v, refusing unknown keys
-// (yaml.v3's KnownFields applies to Decoder, so the node is re-encoded).
-func decodeStrict(n *yaml.Node, v any) error {
-	if n.Kind != yaml.MappingNode {
-		return fmt.Errorf("want a mapping, have a %s", kindName(n.Kind))
-	}
-	b, err := yaml.Marshal(n)
-	if err != nil {
-		return err
-	}
-	dec := yaml.NewDecoder(strings.NewReader(string(b)))
-	dec.KnownFields(true)
-	if err := dec.Decode(v); err != nil {
-		return errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
-	}
-	return nil
-}
-
-func kindName(k yaml.Kind) string {
-	switch k {
-	case yaml.SequenceNode:
-		return "list"
-	case yaml.ScalarNode:
-		return "scalar"
-	}
-	return "node"
 }
 
 // rewritePlaceholders replaces each :name placeholder of sql with

@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"qubiq.dev/edge/internal/atomicfile"
 )
 
 // Secret is a connection secret (a DSN) held in memory. It prints, logs and
@@ -88,20 +90,7 @@ func writeKey(path string, key []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("sqldb: secrets key: %w", err)
 	}
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("sqldb: secrets key: %w", err)
-	}
-	_, werr := f.Write(key)
-	serr := f.Sync()
-	cerr := f.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("sqldb: write secrets key %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	if err := atomicfile.WriteFile(path, key, 0o600); err != nil {
 		return fmt.Errorf("sqldb: write secrets key %s: %w", path, err)
 	}
 	return nil

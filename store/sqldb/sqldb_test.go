@@ -3,9 +3,6 @@ package sqldb
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,18 +15,9 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"qubiq.dev/edge/internal/peers"
 	"qubiq.dev/edge/store/storetest"
 )
-
-// pgDSN is the PostgreSQL server the tests use: the system server on its
-// standard port with trust auth (PEERS.md), which `make test` installs and
-// starts where it is missing. QUBIQ_TEST_PG_DSN overrides it.
-func pgDSN() string {
-	if d := os.Getenv("QUBIQ_TEST_PG_DSN"); d != "" {
-		return d
-	}
-	return "postgres://qubiq_test:qubiq_test@127.0.0.1:5432/qubiq_test?sslmode=disable"
-}
 
 // backend is one database the per-method tests run against.
 type backend struct {
@@ -62,46 +50,11 @@ func newRegistry(t *testing.T, opts Options) *Registry {
 			t.Errorf("registry close: %v", err)
 		}
 	})
-	schema := pgSchema(t)
-	dsn := pgDSN()
-	sep := "?"
-	if strings.Contains(dsn, "?") {
-		sep = "&"
-	}
-	if err := r.Put(Connection{Name: "pg", Driver: DriverPostgres, DSN: NewSecret(dsn + sep + "search_path=" + schema)}); err != nil {
+	_, dsn := peers.PostgresSchema(t, "qubiq_sqldb_")
+	if err := r.Put(Connection{Name: "pg", Driver: DriverPostgres, DSN: NewSecret(dsn)}); err != nil {
 		t.Fatal(err)
 	}
 	return r
-}
-
-// pgSchema creates a schema of its own for the test and drops it at the
-// end.
-func pgSchema(t *testing.T) string {
-	t.Helper()
-	db, err := sql.Open("pgx", pgDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := db.PingContext(ctx); err != nil {
-		db.Close()
-		t.Fatalf("PostgreSQL test server %s not reachable (make test starts it: see the Makefile's deps-system): %v", "127.0.0.1:5432", err)
-	}
-	var b [6]byte
-	rand.Read(b[:])
-	schema := "qubiq_sqldb_" + hex.EncodeToString(b[:])
-	if _, err := db.ExecContext(ctx, "CREATE SCHEMA "+schema); err != nil {
-		db.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if _, err := db.Exec("DROP SCHEMA " + schema + " CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-		db.Close()
-	})
-	return schema
 }
 
 func mustExec(t *testing.T, r *Registry, database, sqlText string, args ...any) {

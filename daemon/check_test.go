@@ -1,0 +1,78 @@
+package daemon
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	_ "qubiq.dev/edge/device/sim"
+
+	"qubiq.dev/edge/config"
+)
+
+func TestParseViews_ErrorNamesFileViewAndLine(t *testing.T) {
+	p, err := config.ParseProject([]byte(`devices: [{name: sim, driver: sim}]
+tags:
+  - {path: A/B, device: sim, address: memory, type: float64, units: bar}
+scripts:
+  - {module: pumps, file: pumps.py, liveview: [start]}
+views:
+  - name: p1
+    widgets:
+      - {type: value, tag: A/B}
+      - {type: button, entry: pumps.stop}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.File = "/srv/project.yaml"
+	_, err = parseViews(p)
+	if err == nil || !strings.Contains(err.Error(), "/srv/project.yaml: views:") || !strings.Contains(err.Error(), `line 10: view "p1" widgets[1]`) ||
+		!strings.Contains(err.Error(), `"pumps.stop": not in the liveview list`) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestCheck_EveryPartsProblemsInOneRun: --check-config reports, in one
+// run, the problems of every part's sections, each with the file and
+// line: an unimplemented section (flows), a device, a tag, a named query,
+// a message handler, a seed user and a view.
+func TestCheck_EveryPartsProblemsInOneRun(t *testing.T) {
+	dir := t.TempDir()
+	project := `devices:
+  - {name: sim, driver: sim}
+  - {name: x, driver: nosuch}
+tags:
+  - {path: A/B, device: simm, address: memory}
+named_queries:
+  - {name: q, database: local, sql: "SELECT 1 WHERE 1 = :a"}
+message_handlers:
+  - {name: h, entry: nodot}
+users:
+  - {name: op, realm: operator, level: boss}
+views:
+  - name: v
+    widgets:
+      - {type: value, tag: Nope/Tag}
+flows:
+  - {name: f1}
+`
+	if err := os.WriteFile(filepath.Join(dir, "project.yaml"), []byte(project), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := "data_dir: data\nproject: project.yaml\n"
+	if err := os.WriteFile(filepath.Join(dir, "qubiq.yaml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := Check(filepath.Join(dir, "qubiq.yaml"), quiet)
+	if err == nil {
+		t.Fatal("a bad project passed the check")
+	}
+	for _, want := range []string{`line 16: section "flows"`, `project.yaml:3: device "x": unknown driver "nosuch"`,
+		`project.yaml:5: tag "A/B": unknown device "simm"`, `named query`, `message handler "h"`, `users[0]`, `views:`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("check error lacks %q:\n%v", want, err)
+		}
+	}
+}

@@ -1,0 +1,159 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"qubiq.dev/edge/auth"
+)
+
+// Sentinel errors of the operations. An operation wraps one (with %w and
+// its subject, so the text names what is wrong) to say what kind of
+// failure it is; Kind names it for a front door's wire ("invalid",
+// "not_found", ...). Refusals are *auth.DeniedError (kind
+// "permission_denied"), failures of a script run *ScriptError (its own
+// kind), refused project imports *ProjectError, unacknowledged package
+// installs *WideningError.
+var (
+	// ErrUnauthenticated: a credential (bearer token, session token, user
+	// name and password) is unknown, revoked, malformed or expired. REST
+	// answers 401.
+	ErrUnauthenticated = errors.New("unauthenticated")
+	// ErrInvalid: the request's content is not acceptable (an unknown
+	// scope, a bad module name, a value of the wrong type); the text names
+	// the bad value. REST answers 400.
+	ErrInvalid = errors.New("invalid request")
+	// ErrNotFound: the request names something that does not exist (an
+	// API key id, a var, a file, a message handler, a device). REST 404.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: the request conflicts with the current state: a user
+	// name in use, a script push whose version is not above the module's
+	// latest, a rollback with no earlier version, another package
+	// operation running, a package that is a dependency of another, an
+	// install from an index that is not configured. REST 409.
+	ErrConflict = errors.New("conflict")
+	// ErrUnavailable: the appliance cannot answer now and the caller
+	// should retry; nothing was changed (a failed write-level lookup, a
+	// full audit queue, a device that is connecting). REST 503 with
+	// Retry-After.
+	ErrUnavailable = errors.New("temporarily unavailable")
+	// ErrInstallFailed: pip failed (the index is unreachable, a wheel is
+	// missing, a package does not fit the runtime); nothing changed.
+	// REST 502.
+	ErrInstallFailed = errors.New("install failed")
+)
+
+// Script failure kinds: ScriptError.Kind, and the kinds of a run that did
+// not return (README: REST, POST /scripts/{module}/{entry}/run).
+const (
+	KindTimeout          = "timeout"               // the run passed its timeout and was killed (504)
+	KindPermissionDenied = "permission_denied"     // a system.* call or the run itself was refused (403)
+	KindRuntimeMissing   = "runtime_missing"       // no usable Python runtime (503)
+	KindBusy             = "busy"                  // every worker busy and the queue full (503)
+	KindMemory           = "memory_limit_exceeded" // the worker ran out of memory (500)
+	KindKilled           = "killed"                // the worker died (500)
+	KindScriptError      = "script_error"          // the script raised; Detail has the exception and line (422)
+	KindInvalid          = "invalid"               // a bad module, entry or argument (400)
+	KindNotFound         = "not_found"             // no such module or entry (404)
+)
+
+// ScriptError is a script save or run that did not return normally: Kind
+// (one of the Kind* constants) and Detail, the message for the caller (the
+// exception and its line, the missing scope, the timeout).
+type ScriptError struct {
+	Kind   string
+	Detail string
+}
+
+// Error returns "kind: detail".
+func (e *ScriptError) Error() string { return e.Kind + ": " + e.Detail }
+
+// Problem is one problem of a refused project or tag import: the line in
+// the document sent (0 when it has none) and the message, which names the
+// tag or device and what is wrong.
+type Problem struct {
+	Line    int
+	Message string
+}
+
+// ErrInvalidProject is what a *ProjectError is (errors.Is): the import was
+// refused and nothing was applied.
+var ErrInvalidProject = errors.New("project refused")
+
+// ProjectError refuses a project or tag import: every problem found, in the
+// order found. Nothing of the import was applied.
+type ProjectError struct {
+	Problems []Problem
+}
+
+// Error returns the messages, one per line.
+func (e *ProjectError) Error() string {
+	msgs := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		msgs[i] = p.Message
+	}
+	return strings.Join(msgs, "\n")
+}
+
+// Is reports ErrInvalidProject.
+func (e *ProjectError) Is(target error) bool { return target == ErrInvalidProject }
+
+// WideningError refuses a package install that was not acknowledged: it
+// names every package the install would bring and what each widens in the
+// script sandbox. The caller repeats it with the acknowledgement.
+type WideningError struct {
+	Widenings []PackageWidening
+}
+
+// Error names the packages.
+func (e *WideningError) Error() string {
+	s := "installing widens the script sandbox; repeat the request with acknowledge_widening: true:"
+	for _, w := range e.Widenings {
+		s += " " + w.Package
+	}
+	return s
+}
+
+// Kind names err's kind for a front door's wire: "unauthenticated",
+// "permission_denied" (*auth.DeniedError), a *ScriptError's own kind,
+// "invalid" (also a *ProjectError), "not_found", "conflict",
+// "acknowledgement_required" (*WideningError), "unavailable",
+// "install_failed", "timeout" (context.DeadlineExceeded), "canceled", and
+// "internal" for anything else (whose text a front door should log, not
+// send).
+func Kind(err error) string {
+	var (
+		de *auth.DeniedError
+		se *ScriptError
+		pe *ProjectError
+		we *WideningError
+	)
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &se):
+		return se.Kind
+	case errors.Is(err, ErrUnauthenticated):
+		return "unauthenticated"
+	case errors.As(err, &de):
+		return KindPermissionDenied
+	case errors.As(err, &we):
+		return "acknowledgement_required"
+	case errors.As(err, &pe), errors.Is(err, ErrInvalid):
+		return KindInvalid
+	case errors.Is(err, ErrNotFound):
+		return KindNotFound
+	case errors.Is(err, ErrConflict):
+		return "conflict"
+	case errors.Is(err, ErrUnavailable):
+		return "unavailable"
+	case errors.Is(err, ErrInstallFailed):
+		return "install_failed"
+	case errors.Is(err, context.DeadlineExceeded):
+		return KindTimeout
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	}
+	return "internal"
+}

@@ -1,0 +1,574 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"qubiq.dev/edge/auth"
+	"qubiq.dev/edge/config"
+	"qubiq.dev/edge/device"
+	"qubiq.dev/edge/gateway"
+	"qubiq.dev/edge/internal/atomicfile"
+	"qubiq.dev/edge/store/sqldb"
+	"qubiq.dev/edge/tagengine"
+	"qubiq.dev/edge/value"
+)
+
+// Project import without a restart (gateway.Project).
+//
+// The store is the source of truth of the running project: an import is
+// kept there ({"version": 1, "yaml": ..., "file": ...}), and when the
+// daemon config names a project file (which is imported at every start,
+// upsert), the import is also written to that file, atomically, so a
+// restart does not revert it.
+
+// projectFile is where the project lives: the config's project file, else
+// <data_dir>/project.yaml (never written: the store alone holds the
+// project; script files resolve against its directory).
+func (s *Service) projectFile() string {
+	if s.opts.ProjectFile != "" {
+		return s.opts.ProjectFile
+	}
+	return filepath.Join(s.opts.DataDir, "project.yaml")
+}
+
+// loadProject reads the project file named by the config and keeps a copy
+// in the store; without a file, the stored project is used.
+func (s *Service) loadProject() error {
+	if s.opts.ProjectFile != "" {
+		p, err := config.LoadProject(s.opts.ProjectFile)
+		if err != nil {
+			return err
+		}
+		raw, err := os.ReadFile(s.opts.ProjectFile)
+		if err != nil {
+			return err
+		}
+		doc, err := json.Marshal(map[string]any{"version": 1, "yaml": string(raw), "file": s.opts.ProjectFile})
+		if err != nil {
+			return err
+		}
+		if err := s.db.PutProject(doc); err != nil {
+			return err
+		}
+		s.project.Store(p)
+		return nil
+	}
+	s.project.Store(&config.Project{File: s.projectFile()})
+	doc, err := s.projectDoc()
+	if err != nil || doc == nil {
+		return err
+	}
+	p, err := config.ParseProject(doc)
+	if err != nil {
+		return fmt.Errorf("stored project: %w", err)
+	}
+	p.File = s.projectFile()
+	s.project.Store(p)
+	return nil
+}
+
+// projectDoc returns the running project document as stored (YAML), or
+// nil when the store holds none.
+func (s *Service) projectDoc() ([]byte, error) {
+	doc, err := s.db.Project()
+	if err != nil || doc == nil {
+		return nil, err
+	}
+	var stored struct {
+		YAML string `json:"yaml"`
+	}
+	if err := json.Unmarshal(doc, &stored); err != nil {
+		return nil, fmt.Errorf("stored project: %w", err)
+	}
+	return []byte(stored.YAML), nil
+}
+
+// buildEngine builds the running project's drivers and tag engine and
+// seeds it with the stored last values.
+func (s *Service) buildEngine() error {
+	eng, err := s.newEngine(s.Project())
+	if err != nil {
+		return err
+	}
+	last, err := s.db.LoadLastValues()
+	if err != nil {
+		return err
+	}
+	eng.Seed(last)
+	s.engine.Store(eng)
+	return nil
+}
+
+// newEngine builds the drivers and the tag engine of p (not started).
+func (s *Service) newEngine(p *config.Project) (*tagengine.Engine, error) {
+	devs, err := BuildDevices(p, s.opts.DeviceDefaults, s.log)
+	if err != nil {
+		return nil, err
+	}
+	tags, err := p.EngineTags()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkTags(p, devs); err != nil {
+		return nil, err
+	}
+	if s.opts.Addresses != nil {
+		tags = s.opts.Addresses.Apply(devs, tags) // addresses converted at an earlier start
+	}
+	eng, err := tagengine.New(tagengine.Config{
+		Baseline:   s.opts.Baseline,
+		LastValues: s.db,
+		Audit:      engineAudit{s},
+		Logger:     s.log.With("subsystem", "tagengine"),
+	}, devs, tags)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p.File, err)
+	}
+	return eng, nil
+}
+
+// check validates p as --check-config does: the service's sections, then
+// the other parts' (Options.SectionChecks: the LiveView views).
+func (s *Service) check(p *config.Project) error {
+	errs := []error{CheckProject(p, s.opts.DeviceDefaults, s.log)}
+	for _, c := range s.opts.SectionChecks {
+		errs = append(errs, c(p))
+	}
+	return errors.Join(errs...)
+}
+
+// liveSections are the project sections besides devices and tags that an
+// import applies at once.
+var liveSections = []string{"named_queries"}
+
+// ImportProject replaces the running project with doc (gateway.Project).
+//
+// doc is validated like qubiqd --check-config; on any problem the answer is
+// a *gateway.ProjectError with every problem and its line, and nothing is
+// applied. Else doc is written to the configured project file (atomically)
+// and kept in the store, the new drivers and tag engine are built, the
+// running engine is stopped and the new one takes over
+// (tagengine.Engine.TakeOver: subscribers keep their subscriptions;
+// unchanged tags keep their VQT; removed tags read Bad_NodeIdUnknown) and
+// started; tag history policies and named queries apply at once; the other
+// changed sections take effect at the next start. The import is audited
+// ("project.import").
+func (s *Service) ImportProject(ctx context.Context, g auth.Grant, doc []byte) (gateway.ProjectChanges, error) {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	d, err := s.applyProject(ctx, g, doc, "project.import")
+	if err != nil {
+		return gateway.ProjectChanges{}, err
+	}
+	return changesOf(d), nil
+}
+
+// applyProject is ImportProject with s.applyMu held; action names the
+// audit record. It returns what changed.
+func (s *Service) applyProject(ctx context.Context, g auth.Grant, doc []byte, action string) (config.ProjectDiff, error) {
+	p, perr := config.ParseProject(doc)
+	if p == nil {
+		return config.ProjectDiff{}, projectError(perr)
+	}
+	p.File = s.projectFile()
+	if err := errors.Join(perr, s.check(p)); err != nil {
+		return config.ProjectDiff{}, projectError(err)
+	}
+	eng, err := s.newEngine(p)
+	if err != nil {
+		return config.ProjectDiff{}, projectError(err)
+	}
+	old := s.Project()
+	diff := config.DiffProjects(old, p)
+	oldDoc, err := s.projectDoc()
+	if err != nil {
+		return diff, err
+	}
+	if err := s.persistProject(doc); err != nil {
+		return diff, err
+	}
+	changed := map[string]bool{}
+	for _, d := range diff.DevicesChanged {
+		changed[d] = true
+	}
+	if err := s.swapEngine(ctx, eng, func(name string) bool { return !changed[name] }); err != nil {
+		if rerr := s.persistProject(oldDoc); rerr != nil {
+			s.log.Error("project import: restoring the previous project failed", slog.Any("err", rerr))
+		}
+		if rerr := s.restoreEngine(ctx, old); rerr != nil {
+			s.log.Error("project import: restarting the previous tag engine failed", slog.Any("err", rerr))
+		}
+		return diff, fmt.Errorf("project import: start the new tag engine: %w", err)
+	}
+	s.project.Store(p)
+	s.applyData(p)
+	if s.opts.Addresses != nil {
+		s.opts.Addresses.Watch(context.WithoutCancel(ctx))
+	}
+	detail := map[string]any{
+		"devices": map[string]any{"added": auditList(diff.DevicesAdded), "changed": auditList(diff.DevicesChanged), "removed": auditList(diff.DevicesRemoved)},
+		"tags":    map[string]any{"added": auditList(diff.TagsAdded), "changed": auditList(diff.TagsChanged), "removed": auditList(diff.TagsRemoved)},
+		"file":    s.opts.ProjectFile, "restart_required": restartRequired(diff),
+	}
+	s.auditAdmin(g, action, "project", detail)
+	s.log.Info("project applied", slog.String("action", action), slog.String("principal", g.Principal),
+		slog.Int("tags", len(p.Tags)), slog.Int("tags_added", len(diff.TagsAdded)), slog.Int("tags_changed", len(diff.TagsChanged)),
+		slog.Int("tags_removed", len(diff.TagsRemoved)), slog.Any("restart_required", restartRequired(diff)))
+	return diff, nil
+}
+
+// maxAuditNames caps the names an import's audit record lists per change
+// kind; beyond it the record holds the count and the first names.
+const maxAuditNames = 100
+
+// auditList is names for an audit record: the list, or when longer than
+// maxAuditNames {"count": n, "first": [...]}.
+func auditList(names []string) any {
+	if len(names) <= maxAuditNames {
+		if names == nil {
+			return []string{}
+		}
+		return names
+	}
+	return map[string]any{"count": len(names), "first": names[:maxAuditNames]}
+}
+
+// restartRequired lists the changed sections that apply at the next start.
+func restartRequired(d config.ProjectDiff) []string {
+	var out []string
+	for _, sec := range d.Sections {
+		if !slices.Contains(liveSections, sec) {
+			out = append(out, sec)
+		}
+	}
+	return out
+}
+
+func changesOf(d config.ProjectDiff) gateway.ProjectChanges {
+	return gateway.ProjectChanges{
+		Devices:         gateway.ChangeSet{Added: d.DevicesAdded, Changed: d.DevicesChanged, Removed: d.DevicesRemoved},
+		Tags:            gateway.ChangeSet{Added: d.TagsAdded, Changed: d.TagsChanged, Removed: d.TagsRemoved},
+		RestartRequired: restartRequired(d),
+	}
+}
+
+// swapEngine stops the running engine, lets next take over (keepDevice:
+// the devices whose config did not change) and starts it. On a failed
+// start next is stopped again and the error returned; the caller restores.
+func (s *Service) swapEngine(ctx context.Context, next *tagengine.Engine, keepDevice func(string) bool) error {
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if old := s.Engine(); old != nil {
+		if err := old.Stop(stopCtx); err != nil {
+			s.log.Warn("project import: stopping the previous tag engine", slog.Any("err", err))
+		}
+		next.TakeOver(old, keepDevice)
+	}
+	if err := next.Start(context.WithoutCancel(ctx)); err != nil {
+		if serr := next.Stop(stopCtx); serr != nil {
+			s.log.Warn("project import: stopping the new tag engine", slog.Any("err", serr))
+		}
+		return err
+	}
+	s.engine.Store(next)
+	return nil
+}
+
+// restoreEngine builds and starts the engine of p again, after a new one
+// failed to start.
+func (s *Service) restoreEngine(ctx context.Context, p *config.Project) error {
+	eng, err := s.newEngine(p)
+	if err != nil {
+		return err
+	}
+	return s.swapEngine(ctx, eng, nil)
+}
+
+// applyData applies the project's sections the data services take at
+// once: tag history policies and named queries (both checked already).
+func (s *Service) applyData(p *config.Project) {
+	if s.data == nil {
+		return
+	}
+	pol, err := historyPolicies(p)
+	if err != nil {
+		s.log.Error("project import: history policies", slog.Any("err", err))
+	}
+	s.data.history.SetPolicies(pol)
+	qs, err := sqldb.ParseNamedQueries(p.File, p.NamedQueries)
+	if err != nil {
+		s.log.Error("project import: named queries", slog.Any("err", err))
+	}
+	s.data.sql.SetNamedQueries(qs)
+}
+
+// persistProject writes doc to the configured project file (atomically,
+// keeping the file's mode) and to the store.
+func (s *Service) persistProject(doc []byte) error {
+	if f := s.opts.ProjectFile; f != "" {
+		mode := os.FileMode(0o644)
+		if st, err := os.Stat(f); err == nil {
+			mode = st.Mode().Perm()
+		}
+		if err := atomicfile.WriteFile(f, doc, mode); err != nil {
+			return fmt.Errorf("project file: %w", err)
+		}
+	}
+	rec, err := json.Marshal(map[string]any{"version": 1, "yaml": string(doc), "file": s.opts.ProjectFile})
+	if err != nil {
+		return err
+	}
+	if err := s.db.PutProject(rec); err != nil {
+		return fmt.Errorf("store project: %w", err)
+	}
+	return nil
+}
+
+// ImportTags upserts tags into the running project by path (format "csv":
+// config.ParseTagsCSV; "yaml": config.ParseTagsYAML) and applies the result
+// as ImportProject does (audit action "tags.import"). The whole file is
+// checked first: every bad row, an unknown device or an address the
+// device's driver refuses, is a problem naming its line in doc, and on any
+// problem nothing is applied. A CSV row replaces the tag of its path but
+// keeps the keys CSV has no column for (deadband, history, unit_id); a YAML
+// entry replaces it whole.
+func (s *Service) ImportTags(ctx context.Context, g auth.Grant, format string, doc []byte) (gateway.ProjectChanges, error) {
+	var rows []config.TagConfig
+	var err error
+	switch format {
+	case "csv":
+		rows, err = config.ParseTagsCSV(doc)
+	case "yaml":
+		rows, err = config.ParseTagsYAML(doc)
+	default:
+		return gateway.ProjectChanges{}, fmt.Errorf("%w: format %q: want csv or yaml", gateway.ErrInvalid, format)
+	}
+	if err != nil {
+		return gateway.ProjectChanges{}, projectError(err)
+	}
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	cur := s.Project()
+	if err := s.checkRows(cur, rows); err != nil {
+		return gateway.ProjectChanges{}, projectError(err)
+	}
+	if format == "csv" {
+		byPath := map[string]config.TagConfig{}
+		for _, t := range cur.Tags {
+			byPath[t.Path] = t
+		}
+		for i := range rows {
+			if t, ok := byPath[rows[i].Path]; ok {
+				rows[i].Deadband, rows[i].History, rows[i].UnitID = t.Deadband, t.History, t.UnitID
+			}
+		}
+	}
+	curDoc, err := s.projectDoc()
+	if err != nil {
+		return gateway.ProjectChanges{}, err
+	}
+	merged, err := config.UpsertTags(curDoc, rows)
+	if err != nil {
+		return gateway.ProjectChanges{}, err
+	}
+	d, err := s.applyProject(ctx, g, merged, "tags.import")
+	if err != nil {
+		return gateway.ProjectChanges{}, err
+	}
+	return changesOf(d), nil
+}
+
+// checkRows checks imported tags against the project's devices: a device
+// the project lacks, an address its driver refuses. Each problem names the
+// row's line.
+func (s *Service) checkRows(p *config.Project, rows []config.TagConfig) error {
+	devs, _ := BuildDevices(p, s.opts.DeviceDefaults, s.log) // the running project's devices built before
+	known := map[string]bool{}
+	for _, d := range p.Devices {
+		known[d.Name] = true
+	}
+	var errs []error
+	for _, tc := range rows {
+		at := fmt.Sprintf("line %d: tag %q", tc.Line, tc.Path)
+		drv, ok := devs[tc.Device]
+		if !known[tc.Device] || !ok {
+			names := make([]string, 0, len(p.Devices))
+			for _, d := range p.Devices {
+				names = append(names, d.Name)
+			}
+			errs = append(errs, fmt.Errorf("%s: unknown device %q (the project has: %s)", at, tc.Device, strings.Join(names, ", ")))
+			continue
+		}
+		pt, err := config.TagPoint(tc)
+		if err != nil {
+			continue // reported by the parser
+		}
+		if err := drv.CheckPoint(pt); err != nil {
+			errs = append(errs, fmt.Errorf("%s: device %q: %w", at, tc.Device, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ExportTags returns the running project's tags as a CSV or YAML tag file
+// (gateway.Project).
+func (s *Service) ExportTags(_ context.Context, format string) ([]byte, error) {
+	tags := s.Project().Tags
+	switch format {
+	case "csv":
+		var buf bytes.Buffer
+		if err := config.FormatTagsCSV(&buf, tags); err != nil {
+			return nil, err
+		}
+		return buf.Bytes(), nil
+	case "yaml":
+		return config.FormatTagsYAML(tags)
+	}
+	return nil, fmt.Errorf("%w: format %q: want csv or yaml", gateway.ErrInvalid, format)
+}
+
+// ExportProject returns the running project document as stored (YAML); a
+// daemon without a project answers an empty one (gateway.Project).
+func (s *Service) ExportProject(context.Context) ([]byte, error) {
+	doc, err := s.projectDoc()
+	if err != nil {
+		return nil, err
+	}
+	if len(bytes.TrimSpace(doc)) == 0 {
+		return []byte("devices: []\ntags: []\n"), nil
+	}
+	return doc, nil
+}
+
+// projectError turns a refused project's errors into a
+// *gateway.ProjectError: one problem per message (errors.Join trees,
+// wrapped joins, YAML type errors with one message per line), each with the
+// line it names.
+func projectError(err error) *gateway.ProjectError {
+	msgs := flatten("", err)
+	out := &gateway.ProjectError{Problems: make([]gateway.Problem, len(msgs))}
+	for i, m := range msgs {
+		out.Problems[i] = gateway.Problem{Line: lineOf(m), Message: m}
+	}
+	return out
+}
+
+func flatten(prefix string, err error) []string {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []string
+		for _, e := range j.Unwrap() {
+			out = append(out, flatten(prefix, e)...)
+		}
+		return out
+	}
+	if te, ok := err.(*yaml.TypeError); ok {
+		out := make([]string, 0, len(te.Errors))
+		for _, e := range te.Errors {
+			out = append(out, prefix+strings.TrimSpace(e))
+		}
+		return out
+	}
+	msg := err.Error()
+	// A wrapper of several problems ("FILE:LINE: tag: %w" around a join
+	// or a YAML type error): its own text prefixes each of them.
+	if w, ok := err.(interface{ Unwrap() error }); ok {
+		if inner := w.Unwrap(); inner != nil && multi(inner) && strings.HasSuffix(msg, inner.Error()) {
+			return flatten(prefix+strings.TrimSuffix(msg, inner.Error()), inner)
+		}
+	}
+	var out []string
+	for l := range strings.Lines(msg) {
+		if l = strings.TrimRight(l, "\n"); strings.TrimSpace(l) != "" {
+			out = append(out, prefix+l)
+		}
+	}
+	return out
+}
+
+// multi reports whether err holds several problems: a join or a YAML type
+// error, possibly wrapped.
+func multi(err error) bool {
+	for err != nil {
+		switch x := err.(type) {
+		case interface{ Unwrap() []error }, *yaml.TypeError:
+			return true
+		case interface{ Unwrap() error }:
+			err = x.Unwrap()
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+var (
+	lineWordRe = regexp.MustCompile(`\bline (\d+)\b`)
+	fileLineRe = regexp.MustCompile(`^[^ ]*?:(\d+): `)
+)
+
+// lineOf finds the line a problem names: "FILE:12: ..." or "line 12: ...";
+// 0 when none.
+func lineOf(msg string) int {
+	for _, re := range []*regexp.Regexp{fileLineRe, lineWordRe} {
+		if m := re.FindStringSubmatch(msg); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			return n
+		}
+	}
+	return 0
+}
+
+// BrowseDevice returns the children of node in a device's address space
+// (gateway.Devices).
+func (s *Service) BrowseDevice(ctx context.Context, _ auth.Grant, name, node string) ([]gateway.BrowseNode, error) {
+	res, err := s.Engine().Browse(ctx, name, node)
+	if err != nil {
+		return nil, browseError(err)
+	}
+	out := make([]gateway.BrowseNode, len(res))
+	for i, r := range res {
+		out[i] = gateway.BrowseNode{NodeID: r.NodeID, BrowseName: r.BrowseName, NodeClass: r.NodeClass,
+			DataType: r.DataType, Writable: r.Writable}
+	}
+	return out, nil
+}
+
+// browseError maps a failed browse onto the gateway's sentinels: an unknown
+// device or node not found, a driver that cannot browse or a malformed node
+// invalid, a device that cannot answer now unavailable.
+func browseError(err error) error {
+	switch {
+	case errors.Is(err, tagengine.ErrUnknownDevice):
+		return fmt.Errorf("%w: %v (GET /api/v1/devices lists them)", gateway.ErrNotFound, err)
+	case errors.Is(err, tagengine.ErrNotBrowsable):
+		return fmt.Errorf("%w: %v (only OPC UA devices have an address space)", gateway.ErrInvalid, err)
+	}
+	var qe *device.QualityError
+	if !errors.As(err, &qe) {
+		return err
+	}
+	switch qe.Quality {
+	case value.BadNodeIDUnknown:
+		return fmt.Errorf("%w: %v", gateway.ErrNotFound, err)
+	case value.BadConfigurationError, value.BadTypeMismatch, value.BadOutOfRange:
+		return fmt.Errorf("%w: %v", gateway.ErrInvalid, err)
+	}
+	return fmt.Errorf("%w: %v", gateway.ErrUnavailable, err)
+}

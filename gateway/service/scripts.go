@@ -1,0 +1,276 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"qubiq.dev/edge/auth"
+	"qubiq.dev/edge/gateway"
+	"qubiq.dev/edge/sandbox"
+	"qubiq.dev/edge/store"
+)
+
+// The script store (versions in the store) and the sandbox's runs
+// (gateway.Scripts).
+
+// newPool makes the sandbox pool; its system.* calls come back to the
+// service (Call, ReadTags, AuditRefusal: methods.go).
+func (s *Service) newPool() error {
+	pool, err := sandbox.New(s.opts.Sandbox, sandboxServices{s}, s.log.With("subsystem", "sandbox"))
+	if err != nil {
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	s.pool = pool
+	return nil
+}
+
+// startScripts starts the workers, then registers the stored modules and
+// the project's script files (a file whose code differs from the stored
+// latest version is saved as a new version).
+func (s *Service) startScripts(ctx context.Context) error {
+	if err := s.pool.Start(ctx); err != nil {
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	stored, err := s.db.Scripts()
+	if err != nil {
+		return err
+	}
+	latest := map[string]store.Script{}
+	for _, st := range stored {
+		latest[st.Module] = st
+		var info sandbox.ModuleInfo
+		if err := json.Unmarshal(st.Meta, &info); err != nil {
+			s.log.Error("stored script metadata unreadable", slog.String("module", st.Module), slog.Any("err", err))
+			continue
+		}
+		s.pool.SetModule(st.Module, st.Code, info, st.Version)
+	}
+	p := s.Project()
+	for _, ps := range p.Scripts {
+		code, err := os.ReadFile(p.ScriptFile(ps))
+		if err != nil {
+			return fmt.Errorf("project script %q: %w", ps.Module, err)
+		}
+		if st, ok := latest[ps.Module]; ok && st.Code == string(code) {
+			continue
+		}
+		src := gateway.ScriptSource{Module: ps.Module, Code: string(code)}
+		if _, err := s.SaveScript(ctx, auth.Full("project", auth.RealmPlatform, "project"), src); err != nil {
+			s.log.Error("project script not loaded", slog.String("module", ps.Module), slog.Any("err", err))
+		}
+	}
+	return nil
+}
+
+// scriptError turns a sandbox failure into the gateway's *ScriptError
+// (its line appended to the detail); other errors pass.
+func scriptError(err error) error {
+	var re *sandbox.RunError
+	if errors.As(err, &re) {
+		d := re.Detail
+		if re.Line > 0 {
+			d = fmt.Sprintf("%s (line %d)", d, re.Line)
+		}
+		return &gateway.ScriptError{Kind: re.Kind, Detail: d}
+	}
+	return err
+}
+
+// SaveScript checks code and stores it as a new version of its module,
+// which runs from then on (gateway.Scripts). The save is audited
+// ("script.save").
+func (s *Service) SaveScript(ctx context.Context, g auth.Grant, src gateway.ScriptSource) (gateway.ScriptSaved, error) {
+	if err := gateway.CheckName("module", src.Module); err != nil {
+		return gateway.ScriptSaved{}, &gateway.ScriptError{Kind: gateway.KindInvalid,
+			Detail: strings.TrimPrefix(err.Error(), gateway.ErrInvalid.Error()+": ")}
+	}
+	if src.Version < 0 {
+		return gateway.ScriptSaved{}, fmt.Errorf("%w: module %s: version %d must be positive", gateway.ErrInvalid, src.Module, src.Version)
+	}
+	info, err := s.pool.Check(ctx, src.Module, src.Code)
+	if err != nil {
+		return gateway.ScriptSaved{}, scriptError(err)
+	}
+	meta, err := json.Marshal(info)
+	if err != nil {
+		return gateway.ScriptSaved{}, err
+	}
+	ver := int(src.Version)
+	if src.Version == 0 {
+		ver, err = s.db.SaveScript(src.Module, src.Code, meta)
+	} else {
+		err = s.db.SaveScriptAt(src.Module, ver, src.Code, meta)
+	}
+	switch {
+	case errors.Is(err, store.ErrStaleVersion):
+		return gateway.ScriptSaved{}, fmt.Errorf("%w: module %s: %v; nothing saved", gateway.ErrConflict, src.Module, err)
+	case err != nil:
+		return gateway.ScriptSaved{}, err
+	}
+	s.pool.SetModule(src.Module, src.Code, info, ver)
+	s.auditAdmin(g, "script.save", src.Module, map[string]any{"version": ver})
+	return gateway.ScriptSaved{Module: src.Module, Version: int64(ver), Entries: entriesOf(info), Diagnostics: diagsOf(info.Diagnostics)}, nil
+}
+
+// RollbackScript withdraws a module's latest version; the one before runs
+// again (gateway.Scripts). Audited ("script.rollback").
+func (s *Service) RollbackScript(_ context.Context, g auth.Grant, module string) (gateway.ScriptSaved, error) {
+	if err := gateway.CheckName("module", module); err != nil {
+		return gateway.ScriptSaved{}, err
+	}
+	if err := s.canAudit(); err != nil {
+		return gateway.ScriptSaved{}, fmt.Errorf("rollback of %s refused, nothing changed: %w", module, err)
+	}
+	prev, err := s.db.Script(module)
+	if err != nil {
+		return gateway.ScriptSaved{}, kinded(err)
+	}
+	cur, err := s.db.DropLatestScript(module)
+	switch {
+	case errors.Is(err, store.ErrOnlyVersion):
+		return gateway.ScriptSaved{}, fmt.Errorf("%w: %v: nothing to roll back to", gateway.ErrConflict, err)
+	case err != nil:
+		return gateway.ScriptSaved{}, kinded(err)
+	}
+	var info sandbox.ModuleInfo
+	if len(cur.Meta) > 0 {
+		if err := json.Unmarshal(cur.Meta, &info); err != nil {
+			return gateway.ScriptSaved{}, fmt.Errorf("module %s version %d: metadata unreadable: %w", module, cur.Version, err)
+		}
+	}
+	s.pool.SetModule(module, cur.Code, info, cur.Version)
+	s.auditAdmin(g, "script.rollback", module, map[string]any{"from": prev.Version, "to": cur.Version})
+	return gateway.ScriptSaved{Module: module, Version: int64(cur.Version), Entries: entriesOf(info), Diagnostics: diagsOf(info.Diagnostics)}, nil
+}
+
+// ScriptVersions lists a module's stored versions (gateway.Scripts).
+func (s *Service) ScriptVersions(_ context.Context, _ auth.Grant, module string) ([]gateway.ScriptVersion, error) {
+	vs, err := s.db.ScriptVersions(module)
+	if err != nil {
+		return nil, kinded(err)
+	}
+	out := make([]gateway.ScriptVersion, len(vs))
+	for i, v := range vs {
+		out[i] = gateway.ScriptVersion{Version: int64(v.Version), Saved: v.Saved}
+	}
+	return out, nil
+}
+
+func entriesOf(info sandbox.ModuleInfo) []gateway.ScriptEntry {
+	out := []gateway.ScriptEntry{}
+	for _, e := range info.Entries {
+		out = append(out, gateway.ScriptEntry{Name: e.Name, Timeout: time.Duration(e.TimeoutMs) * time.Millisecond})
+	}
+	return out
+}
+
+func diagsOf(ds []sandbox.Diagnostic) []gateway.Diagnostic {
+	out := []gateway.Diagnostic{}
+	for _, d := range ds {
+		out = append(out, gateway.Diagnostic{Line: d.Line, Column: d.Column, EndLine: d.EndLine,
+			EndColumn: d.EndColumn, Code: d.Code, Message: d.Message, Severity: d.Severity})
+	}
+	return out
+}
+
+// MaxArgsDepth is how deeply a script run's args may nest (arrays and
+// objects). Deeper JSON would exhaust the worker's decoder stack and kill
+// the worker; it is refused as invalid before it is sent.
+const MaxArgsDepth = 100
+
+// RunScript runs module.entry under g, its origin set to the script, and
+// audits the run ("script.run") (gateway.Scripts).
+func (s *Service) RunScript(ctx context.Context, g auth.Grant, module, entry string, args json.RawMessage) (gateway.ScriptRun, error) {
+	g.Origin = "script:" + module + "." + entry
+	if d := jsonDepth(args); d > MaxArgsDepth {
+		return gateway.ScriptRun{}, &gateway.ScriptError{Kind: gateway.KindInvalid, Detail: fmt.Sprintf("args nest %d levels deep; at most %d are accepted", d, MaxArgsDepth)}
+	}
+	start := time.Now()
+	res, err := s.pool.Run(ctx, g, module, entry, args)
+	result, detail := "ok", ""
+	if err != nil {
+		err = scriptError(err)
+		var se *gateway.ScriptError
+		if errors.As(err, &se) {
+			result, detail = se.Kind, se.Detail
+		} else {
+			result, detail = "error", err.Error()
+		}
+	}
+	s.auditAdmin(g, "script.run", module+"."+entry, map[string]any{"result": result, "detail": detail,
+		"duration_ms": time.Since(start).Milliseconds()})
+	if err != nil {
+		return gateway.ScriptRun{}, err
+	}
+	out := gateway.ScriptRun{Result: res.Result, Duration: time.Duration(res.DurationMs * float64(time.Millisecond)), Logs: []gateway.LogLine{}}
+	for _, l := range res.Logs {
+		out.Logs = append(out.Logs, gateway.LogLine{Level: l.Level, Msg: l.Msg})
+	}
+	return out, nil
+}
+
+// ListScripts lists the stored modules with their latest version and the
+// entries LiveView may start (gateway.Scripts).
+func (s *Service) ListScripts(context.Context, auth.Grant) ([]gateway.ScriptInfo, error) {
+	all, err := s.db.Scripts()
+	if err != nil {
+		return nil, err
+	}
+	lv := map[string][]string{}
+	for _, ps := range s.Project().Scripts {
+		lv[ps.Module] = ps.LiveView
+	}
+	out := []gateway.ScriptInfo{}
+	for _, st := range all {
+		var info sandbox.ModuleInfo
+		_ = json.Unmarshal(st.Meta, &info) // written by SaveScript; an unreadable one lists without entries
+		out = append(out, gateway.ScriptInfo{Module: st.Module, Version: int64(st.Version), Entries: entriesOf(info), LiveView: lv[st.Module]})
+	}
+	return out, nil
+}
+
+// LintScript lints code: the same checks as a save, reported as
+// diagnostics rather than refused (gateway.Scripts).
+func (s *Service) LintScript(ctx context.Context, code string) (gateway.LintResult, error) {
+	linter, diags, err := s.pool.Lint(ctx, code)
+	if err != nil {
+		return gateway.LintResult{}, scriptError(err)
+	}
+	return gateway.LintResult{Linter: linter, Diagnostics: diagsOf(diags)}, nil
+}
+
+// jsonDepth returns the deepest nesting of arrays and objects in raw,
+// ignoring brackets inside strings.
+func jsonDepth(raw []byte) int {
+	depth, max := 0, 0
+	inStr, esc := false, false
+	for _, c := range raw {
+		switch {
+		case inStr:
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+			}
+		case c == '"':
+			inStr = true
+		case c == '[' || c == '{':
+			depth++
+			if depth > max {
+				max = depth
+			}
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return max
+}
