@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"time"
 
+	"qubiq.dev/edge/internal/atomicfile"
 	"qubiq.dev/edge/slots"
 )
 
@@ -158,7 +159,7 @@ func flash(ctx context.Context, r io.Reader, opts *FlashOptions) (Result, error)
 	meta, _ := json.Marshal(pendingMeta{SHA256: res.SHA256, Version: res.Version, Force: opts.Force, Received: time.Now().UTC()})
 	// The metadata first, then the bundle: a pending.qfw is never without
 	// its pending.json (a stale pending.json alone is ignored).
-	if err := slots.WriteFileAtomic(filepath.Join(stage, PendingMeta), meta, 0o600, nil); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(stage, PendingMeta), meta, 0o600); err != nil {
 		return res, err
 	}
 	if err := os.Rename(tmp.Name(), filepath.Join(stage, PendingFile)); err != nil {

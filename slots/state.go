@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"qubiq.dev/edge/internal/atomicfile"
 )
 
 // Defaults of the appliance layout.
@@ -173,8 +175,8 @@ func Load(l Layout) (State, error) {
 	return st, nil
 }
 
-// Save writes st to slots.json atomically and durably (WriteFileAtomic),
-// owned like the data directory (qubiq-slot runs as root, the daemon as
+// Save writes st to slots.json atomically and durably
+// (internal/atomicfile), owned like the data directory (qubiq-slot runs as root, the daemon as
 // qubiq, and both write it).
 func Save(l Layout, st State) error {
 	st.Format = stateFormat
@@ -185,7 +187,18 @@ func Save(l Layout, st State) error {
 	if err := os.MkdirAll(l.DataDir, 0o700); err != nil {
 		return fmt.Errorf("slots: %w", err)
 	}
-	return WriteFileAtomic(l.StatePath(), append(b, '\n'), 0o600, ownerOf(l.DataDir))
+	if err := atomicfile.WriteFile(l.StatePath(), append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("slots: write %s: %w", l.StatePath(), err)
+	}
+	// Written by root (qubiq-slot), read and written by the daemon's user.
+	// A cut before this chown leaves a root-owned file until the next
+	// qubiq-slot run, which writes it again.
+	if own := ownerOf(l.DataDir); own != nil {
+		if err := os.Chown(l.StatePath(), own.uid, own.gid); err != nil {
+			return fmt.Errorf("slots: %w", err)
+		}
+	}
+	return nil
 }
 
 // owner is a uid/gid pair; nil means "leave as created".
@@ -201,35 +214,6 @@ func ownerOf(dir string) *owner {
 		return nil
 	}
 	return &owner{int(st.Uid), int(st.Gid)}
-}
-
-// WriteFileAtomic writes data to path so that a crash leaves either the old
-// or the new content: a temporary file in the same directory, fsync'd,
-// renamed over path, and the directory fsync'd. own (may be nil) chowns the
-// file before the rename.
-func WriteFileAtomic(path string, data []byte, mode os.FileMode, own *owner) error {
-	dir := filepath.Dir(path)
-	tmp := filepath.Join(dir, "."+filepath.Base(path)+".tmp-"+randHex())
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-	if err != nil {
-		return fmt.Errorf("slots: write %s: %w", path, err)
-	}
-	_, werr := f.Write(data)
-	serr := f.Sync()
-	var oerr error
-	if own != nil {
-		oerr = f.Chown(own.uid, own.gid)
-	}
-	cerr := f.Close()
-	if err := errors.Join(werr, serr, oerr, cerr); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("slots: write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("slots: write %s: %w", path, err)
-	}
-	return SyncDir(dir)
 }
 
 // SyncDir fsyncs a directory, making renames and creations in it durable.

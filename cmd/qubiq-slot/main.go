@@ -31,6 +31,7 @@ import (
 	"syscall"
 
 	"qubiq.dev/edge/firmware"
+	"qubiq.dev/edge/internal/atomicfile"
 	"qubiq.dev/edge/slots"
 	"qubiq.dev/edge/systemd"
 )
@@ -163,7 +164,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
 			return fail(err)
 		}
-		if err := slots.WriteFileAtomic(*out, []byte(d), 0o644, nil); err != nil {
+		if err := atomicfile.WriteFile(*out, []byte(d), 0o644); err != nil {
 			return fail(err)
 		}
 		logf("wrote %s; run: systemctl daemon-reload && systemctl restart qubiqd", *out)

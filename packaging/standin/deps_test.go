@@ -10,5 +10,5 @@ import (
 // way qubiqd will once wired.
 func TestDeps_Standin(t *testing.T) {
 	deptest.OnlyProject(t, "qubiq.dev/edge/packaging/standin", "qubiq.dev/edge/firmware", "qubiq.dev/edge/slots",
-		"qubiq.dev/edge/store", "qubiq.dev/edge/systemd", "qubiq.dev/edge/value", "qubiq.dev/edge/auth")
+		"qubiq.dev/edge/store", "qubiq.dev/edge/systemd", "qubiq.dev/edge/value", "qubiq.dev/edge/auth", "qubiq.dev/edge/internal/atomicfile")
 }
