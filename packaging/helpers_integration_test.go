@@ -27,6 +27,15 @@ var (
 	builds  = map[string]string{} // version → out dir
 )
 
+// TestMain removes the packages built for the tests (a few hundred MB).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	for _, dir := range builds {
+		os.RemoveAll(dir)
+	}
+	os.Exit(code)
+}
+
 // buildPackage runs `package` for version once per test binary and returns
 // its output directory (with bin-ARCH/, slot-ARCH/, the .deb).
 func buildPackage(t *testing.T, version string) string {
