@@ -104,9 +104,9 @@ func TestPackage_UnitUnderSystemd(t *testing.T) {
 	c := strings.Replace(readFile(t, conf), "listen: 127.0.0.1:8080", fmt.Sprintf("listen: 127.0.0.1:%d", port), 1)
 	// This host's cgroup2 hierarchy has no memory, pids or cpu controller
 	// (they are bound to cgroup v1), so the delegated subtree cannot hold
-	// those limits: the test site leaves them unset (memory stays, as an
+	// those limits: the test site turns them off (memory stays, as an
 	// rlimit).
-	c = strings.Replace(strings.Replace(c, "  pids_max: 64\n", "", 1), "  cpu_max: 1.0\n", "", 1)
+	c = strings.Replace(strings.Replace(c, "  pids_max: 64\n", "  pids_max: unlimited\n", 1), "  cpu_max: 1.0\n", "  cpu_max: unlimited\n", 1)
 	os.WriteFile(conf, []byte(c), 0o640)
 
 	in := bootSystemd(t, root)
