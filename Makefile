@@ -152,6 +152,10 @@ $(CONSOLE)/node_modules/.package-lock.json: $(CONSOLE)/package.json $(CONSOLE)/p
 $(CONSOLE)/dist/console.js: $(CONSOLE)/node_modules/.package-lock.json $(CONSOLE_SRC)
 	cd $(CONSOLE) && node build.mjs
 
+# The appliance package's qubiqd carries the console too (its go build embeds
+# what dist/ holds).
+package: console
+
 .PHONY: clean-console
 clean: clean-console
 clean-console:
