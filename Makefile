@@ -17,7 +17,7 @@ export QUBIQ_TEST_PG_DSN ?= postgres://qubiq_test:qubiq_test@127.0.0.1:5432/qubi
 
 all: build
 
-build: deps-go
+build: deps-go console
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/qubiqd ./cmd/qubiqd
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/qubiqctl ./cmd/qubiqctl
 
@@ -93,6 +93,28 @@ bench-opcua: deps build
 clean:
 	rm -rf $(BIN) build var
 
+# --- appliance: .deb and signed firmware bundle (docs/appliance.md) ---
+# PKG_VERSION must be semantic (1.2.3); PKG_ARCH another GOARCH needs
+# PKG_RUNTIME, a runtime dir built on that architecture (go run ./packaging runtime).
+PKG_VERSION      ?= 0.1.0
+PKG_ARCH         ?= $(shell $(GO) env GOARCH)
+PKG_OUT          ?= build/package
+PKG_RUNTIME      ?=
+PKG_TRUSTED_KEYS ?= packaging/keys/dev-firmware-signing.pub
+PKG_KEY          ?= packaging/keys/dev-firmware-signing.key
+PKG_MIN_FROM     ?=
+
+.PHONY: package
+package: deps-go
+	$(GO) run ./packaging package --version $(PKG_VERSION) --arch $(PKG_ARCH) --out $(PKG_OUT) \
+	  --trusted-keys $(PKG_TRUSTED_KEYS) $(if $(PKG_RUNTIME),--runtime $(PKG_RUNTIME))
+
+.PHONY: bundle
+bundle: package
+	@chmod 600 $(PKG_KEY) # git does not keep the key file's mode
+	$(GO) run ./packaging bundle --version $(PKG_VERSION) --arch $(PKG_ARCH) --out $(PKG_OUT) \
+	  --key $(PKG_KEY) $(if $(PKG_MIN_FROM),--min-from $(PKG_MIN_FROM))
+
 # Fuzz targets (testing.F). `make test` runs each target's seeds (the
 # f.Add values and the package's testdata/fuzz/<Target>/ files) as ordinary
 # tests; `make fuzz` explores each target for FUZZTIME, one after the other
@@ -110,8 +132,38 @@ fuzz: deps-go
 	  $(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	done
 
+# The engineer's console (api/console, docs/console.md): `npm ci` installs the
+# pinned CodeMirror 6 and esbuild packages (api/console/package-lock.json),
+# then api/console/build.mjs bundles src/ into dist/console.js with its
+# licences, which go:embed puts into qubiqd. It runs before every `go build`
+# of `make build`, and again only when a source or the lock file changed. A
+# plain `go build ./...` compiles without it: that binary serves a page at
+# /console/ saying the bundle is missing.
+CONSOLE     := api/console
+CONSOLE_SRC := $(shell find $(CONSOLE)/src -type f 2>/dev/null) $(CONSOLE)/build.mjs
+.PHONY: console
+console: $(CONSOLE)/dist/console.js
+
+$(CONSOLE)/node_modules/.package-lock.json: $(CONSOLE)/package.json $(CONSOLE)/package-lock.json
+	@command -v npm >/dev/null 2>&1 || scripts/ensure-deps.sh build
+	cd $(CONSOLE) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+$(CONSOLE)/dist/console.js: $(CONSOLE)/node_modules/.package-lock.json $(CONSOLE_SRC)
+	cd $(CONSOLE) && node build.mjs
+
+# The appliance package's qubiqd carries the console too (its go build embeds
+# what dist/ holds).
+package: console
+
+.PHONY: clean-console
+clean: clean-console
+clean-console:
+	rm -rf $(CONSOLE)/node_modules $(CONSOLE)/dist/console.js $(CONSOLE)/dist/LICENSES.txt
+
 # Flows (issue 13): the same flow in qubiqd and in Node-RED 4.1.8, one after
 # the other against one pymodbus server (bench/README.md, bench-flows).
 .PHONY: bench-flows
+bench: bench-flows
 bench-flows: deps build
 	PYTHON_PATH=$(PYTHON) bench/flows/run.sh

@@ -70,6 +70,11 @@ type Deps struct {
 	// Flows serves the flows: /flows... (the flow engine, which the
 	// daemon passes; DepsFrom leaves it nil).
 	Flows gateway.Flows
+	// ScriptCodes and AuditSearch serve the routes the console added
+	// (routes_console.go): a module's stored source by version, and the
+	// audit search.
+	ScriptCodes gateway.ScriptCodes
+	AuditSearch gateway.AuditSearcher
 	// TLS describes the listener's certificate for GET /health ("tls");
 	// nil when the listener speaks plain HTTP.
 	TLS *apitypes.TLSInfo
@@ -81,7 +86,7 @@ type Deps struct {
 func DepsFrom(gw gateway.Gateway, panels Panels) Deps {
 	return Deps{Refusals: gw, Audit: gw, Auth: gw, Tags: gw, Scripts: gw, APIKeys: gw, Health: gw, Devices: gw,
 		Provision: gw, Sessions: gw, Users: gw, LiveView: NewLiveView(panels, gw), Live: gw, Data: gw,
-		Sandbox: gw, Project: gw, Certs: gw}
+		Sandbox: gw, Project: gw, Certs: gw, ScriptCodes: gw, AuditSearch: gw}
 }
 
 // Authenticator turns a bearer token into the grant it stands for

@@ -14,4 +14,6 @@ type Gateway interface {
 	Project
 	Packages
 	Health
+	ScriptCodes   // the console: stored source by version (console.go)
+	AuditSearcher // the console: audit search (console.go)
 }
