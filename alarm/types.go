@@ -53,23 +53,23 @@ const (
 
 // Events of a Transition (and of a journal entry).
 const (
-	EventActivate       = "activate"                // the alarm became active and is annunciated
+	EventActivate       = "activate"               // the alarm became active and is annunciated
 	EventActivateSilent = "activate_unannunciated" // it became active while shelved, suppressed or out of service
-	EventClear          = "clear"                   // its condition returned to normal (after the clear delay)
-	EventLatch          = "latch"                   // its condition returned to normal; latched until acknowledged
-	EventAck            = "ack"                     // an operator acknowledged it
-	EventShelve         = "shelve"                  // an operator shelved it
-	EventUnshelve       = "unshelve"                // unshelved: by an operator, at expiry, or one-shot on return to normal
-	EventSuppress       = "suppress"                // its condition tag suppresses it
-	EventUnsuppress     = "unsuppress"              // no longer suppressed
-	EventOutOfService   = "out_of_service"          // taken out of service (project)
-	EventInService      = "in_service"              // returned to service (project)
-	EventNotEvaluable   = "not_evaluable"           // its source or a limit tag is not Good: it keeps its state and says so
-	EventEvaluable      = "evaluable"               // evaluable again
-	EventNote           = "note"                    // an operator added a note
-	EventChattering     = "chattering"              // activated Count times within the window
-	EventChatteringEnd  = "chattering_end"          // below the count again
-	EventRemoved        = "removed"                 // its definition left the project
+	EventClear          = "clear"                  // its condition returned to normal (after the clear delay)
+	EventLatch          = "latch"                  // its condition returned to normal; latched until acknowledged
+	EventAck            = "ack"                    // an operator acknowledged it
+	EventShelve         = "shelve"                 // an operator shelved it
+	EventUnshelve       = "unshelve"               // unshelved: by an operator, at expiry, or one-shot on return to normal
+	EventSuppress       = "suppress"               // its condition tag suppresses it
+	EventUnsuppress     = "unsuppress"             // no longer suppressed
+	EventOutOfService   = "out_of_service"         // taken out of service (project)
+	EventInService      = "in_service"             // returned to service (project)
+	EventNotEvaluable   = "not_evaluable"          // its source or a limit tag is not Good: it keeps its state and says so
+	EventEvaluable      = "evaluable"              // evaluable again
+	EventNote           = "note"                   // an operator added a note
+	EventChattering     = "chattering"             // activated Count times within the window
+	EventChatteringEnd  = "chattering_end"         // below the count again
+	EventRemoved        = "removed"                // its definition left the project
 )
 
 // Shelf is an alarm's shelving: who shelved it and when, until when (never
