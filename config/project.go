@@ -20,10 +20,10 @@ import (
 // Project is the project file: devices, tags, scripts, and the sections
 // each part of the daemon parses and validates itself (kept as YAML nodes
 // for it: connections, named queries and message handlers for the data
-// services, views for LiveView, users for the user store). Flows and
-// alarms are sections this daemon does not implement yet: a project that
-// has entries in one is refused (NotImplementedSections), never kept as
-// data nobody reads.
+// services, views for LiveView, users for the user store, alarms for the
+// alarm engine). Flows are a section this daemon does not implement yet: a
+// project that has entries in it is refused (NotImplementedSections),
+// never kept as data nobody reads.
 type Project struct {
 	Devices         []DeviceConfig `yaml:"devices" json:"devices"`
 	Tags            []TagConfig    `yaml:"tags" json:"tags"`
@@ -32,7 +32,7 @@ type Project struct {
 	NamedQueries    []yaml.Node    `yaml:"named_queries" json:"-"`
 	MessageHandlers []yaml.Node    `yaml:"message_handlers" json:"-"`
 	Flows           []yaml.Node    `yaml:"flows" json:"-"`  // refused when not empty
-	Alarms          []yaml.Node    `yaml:"alarms" json:"-"` // refused when not empty
+	Alarms          []yaml.Node    `yaml:"alarms" json:"-"` // package alarm parses it (docs/alarms.md)
 	Views           []yaml.Node    `yaml:"views" json:"-"`
 	Users           []yaml.Node    `yaml:"users" json:"-"`
 
@@ -189,7 +189,7 @@ func ParseProject(b []byte) (*Project, error) {
 			}
 		}
 	}
-	p.Flows, p.Alarms = nil, nil
+	p.Flows = nil
 	if len(notImpl) > 0 {
 		return &p, errors.Join(append([]error{strictErr}, notImpl...)...)
 	}
@@ -201,8 +201,7 @@ func ParseProject(b []byte) (*Project, error) {
 // ParseProject (an empty list is accepted), so nothing the project names
 // is silently not run.
 var NotImplementedSections = map[string]string{
-	"flows":  "flows (triggers, Python nodes, outputs) are not implemented by this version",
-	"alarms": "alarms are not implemented by this version",
+	"flows": "flows (triggers, Python nodes, outputs) are not implemented by this version",
 }
 
 // Tags converts the tag configs into engine tags. Every bad tag is reported

@@ -14,4 +14,5 @@ type Gateway interface {
 	Project
 	Packages
 	Health
+	Alarms
 }

@@ -216,6 +216,7 @@ func (s *Service) applyProject(ctx context.Context, g auth.Grant, doc []byte, ac
 	}
 	s.project.Store(p)
 	s.applyData(p)
+	s.applyAlarms(p)
 	if s.opts.Addresses != nil {
 		s.opts.Addresses.Watch(context.WithoutCancel(ctx))
 	}
