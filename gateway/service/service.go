@@ -127,7 +127,7 @@ type Service struct {
 
 	data   *data         // vars, history, files, SQL, message handlers (data.go)
 	alarms *alarm.Engine // the project's alarms (alarms.go)
-	pool *sandbox.Pool // the script workers (scripts.go)
+	pool   *sandbox.Pool // the script workers (scripts.go)
 	// runner runs nested entries (message.send, runOnGateway); nil: the
 	// service's own RunScript. Tests replace it.
 	runner func(ctx context.Context, g auth.Grant, module, entry string, args json.RawMessage) (gateway.ScriptRun, error)
