@@ -37,7 +37,8 @@ views:
 // TestCheck_EveryPartsProblemsInOneRun: --check-config reports, in one
 // run, the problems of every part's sections, each with the file and
 // line: an unimplemented section (flows), a device, a tag, a named query,
-// a message handler, a seed user and a view.
+// a message handler, a seed user, a view, an alarm, and the config's
+// alarm settings.
 func TestCheck_EveryPartsProblemsInOneRun(t *testing.T) {
 	dir := t.TempDir()
 	project := `devices:
@@ -57,11 +58,13 @@ views:
       - {type: value, tag: Nope/Tag}
 flows:
   - {name: f1}
+alarms:
+  - {name: High, tag: A/B, mode: above, setpoint: 1, active_delay: -1s}
 `
 	if err := os.WriteFile(filepath.Join(dir, "project.yaml"), []byte(project), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := "data_dir: data\nproject: project.yaml\n"
+	cfg := "data_dir: data\nproject: project.yaml\nalarms: {max_shelve: forever}\n"
 	if err := os.WriteFile(filepath.Join(dir, "qubiq.yaml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +73,8 @@ flows:
 		t.Fatal("a bad project passed the check")
 	}
 	for _, want := range []string{`line 16: section "flows"`, `project.yaml:3: device "x": unknown driver "nosuch"`,
-		`project.yaml:5: tag "A/B": unknown device "simm"`, `named query`, `message handler "h"`, `users[0]`, `views:`} {
+		`project.yaml:5: tag "A/B": unknown device "simm"`, `named query`, `message handler "h"`, `users[0]`, `views:`,
+		`project.yaml:19: alarm "High": active_delay: -1s is below zero`, `qubiq.yaml: line 3: alarms.max_shelve: "forever"`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("check error lacks %q:\n%v", want, err)
 		}
