@@ -82,7 +82,9 @@ func (f *fakeAlarms) SubscribeAlarms(g auth.Grant, buf int) (<-chan gateway.Alar
 	f.mu.Unlock()
 	return ch, func() uint64 { return 0 }, func() {}
 }
-func (f *fakeAlarms) AlarmMetrics(context.Context) gateway.AlarmMetrics { return gateway.AlarmMetrics{} }
+func (f *fakeAlarms) AlarmMetrics(context.Context) gateway.AlarmMetrics {
+	return gateway.AlarmMetrics{}
+}
 
 func (f *fakeAlarms) publish(ev gateway.AlarmEvent) int {
 	f.mu.Lock()
