@@ -92,3 +92,20 @@ bench-opcua: deps build
 
 clean:
 	rm -rf $(BIN) build var
+
+# Fuzz targets (testing.F). `make test` runs each target's seeds (the
+# f.Add values and the package's testdata/fuzz/<Target>/ files) as ordinary
+# tests; `make fuzz` explores each target for FUZZTIME, one after the other
+# (go test fuzzes one target per run). A failing input is written to the
+# package's testdata/fuzz: commit it, it becomes a seed.
+FUZZTIME ?= 60s
+FUZZ_TARGETS := ./config:FuzzParseProject ./config:FuzzReadTagsCSV ./config:FuzzTagScalars \
+	./device/opcua:FuzzDecodeDataValue ./device/modbus:FuzzResponse ./device/modbus:FuzzReadRTUFrame \
+	./sandbox/rpc:FuzzReadFrames ./sandbox/rpc:FuzzWriteMessages
+
+.PHONY: fuzz
+fuzz: deps-go
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
+	  echo "fuzz $$pkg $$fn for $(FUZZTIME)"; \
+	  $(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	done

@@ -4,13 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"regexp"
 	"strings"
 	"time"
 
 	"qubiq.dev/edge/api/apitypes"
 	"qubiq.dev/edge/auth"
 	"qubiq.dev/edge/gateway"
+	"qubiq.dev/edge/tagpath"
 )
 
 // Handlers: the route table (routes.go) has already checked credentials,
@@ -299,10 +299,6 @@ func (s *Server) provision(w http.ResponseWriter, r *http.Request, g auth.Grant)
 	return nil
 }
 
-// tagPathSegment is one segment of a tag path (README: tag paths; "Tags and
-// addresses": letters, digits, _, -, ., space).
-var tagPathSegment = regexp.MustCompile(`^[\p{L}\p{N}_.\- ]+$`)
-
 // checkKeyRequest validates a new API key against the contract (400 naming
 // the bad value) and against the creator's grant g: a key never gets a
 // scope, permission, write level or tag range its creator lacks (403 naming
@@ -350,10 +346,8 @@ func keyRequest(req apitypes.APIKeyRequest, now time.Time) (gateway.NewAPIKey, e
 		key.Permissions = append(key.Permissions, perm)
 	}
 	for _, p := range req.Prefixes {
-		for seg := range strings.SplitSeq(strings.TrimSuffix(p, "/"), "/") {
-			if !tagPathSegment.MatchString(seg) {
-				return bad("prefixes: %q is not a tag path prefix (segments of letters, digits, _, -, . and space)", p)
-			}
+		if _, err := tagpath.CleanPrefix(p); err != nil { // the one tag path rule
+			return bad("prefixes: %v", err)
 		}
 	}
 	if req.Expires != nil {

@@ -120,7 +120,7 @@ func wireSeries(hs gateway.HistorySeries) apitypes.HistorySeries {
 		out.IntervalMS = &ms
 	}
 	for i, p := range hs.Points {
-		out.Points[i] = apitypes.HistoryPoint{Timestamp: p.Time, Value: p.Value, Quality: p.Quality.String()}
+		out.Points[i] = apitypes.HistoryPoint{Timestamp: p.Time, Value: p.Value, Quality: p.Quality.String(), StatusCode: p.StatusCode}
 	}
 	return out
 }

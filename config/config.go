@@ -9,14 +9,12 @@
 package config
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
-	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -52,13 +50,23 @@ type HTTP struct {
 
 // Python configures the script workers (DESIGN.md, Daemon config, python).
 type Python struct {
-	Path               string            `yaml:"path"`
-	Replicas           int               `yaml:"replicas"`
-	NodeTimeout        Duration          `yaml:"node_timeout"`
-	GatewayTimeout     GatewayTimeout    `yaml:"gateway_timeout"`
-	MemoryMax          Size              `yaml:"memory_max"`
-	PidsMax            int               `yaml:"pids_max"`
-	CPUMax             float64           `yaml:"cpu_max"`
+	Path           string         `yaml:"path"`
+	Replicas       int            `yaml:"replicas"`
+	NodeTimeout    Duration       `yaml:"node_timeout"`
+	GatewayTimeout GatewayTimeout `yaml:"gateway_timeout"`
+	// MemoryMaxYAML, PidsMaxYAML and CPUMaxYAML are the worker limits as
+	// written: absent (the default), a value, or unlimited. LoadDaemon
+	// resolves them into MemoryMax, PidsMax and CPUMax (resolveLimits).
+	MemoryMaxYAML yaml.Node `yaml:"memory_max"`
+	PidsMaxYAML   yaml.Node `yaml:"pids_max"`
+	CPUMaxYAML    yaml.Node `yaml:"cpu_max"`
+	// MemoryMax (bytes), PidsMax (processes and threads) and CPUMax (cores)
+	// are the worker limits in force: the defaults when the config names
+	// none (DefaultMemoryMax, DefaultPidsMax, DefaultCPUMax), 0 when it
+	// says unlimited.
+	MemoryMax          Size              `yaml:"-"`
+	PidsMax            int               `yaml:"-"`
+	CPUMax             float64           `yaml:"-"`
 	RecycleAfterRuns   int               `yaml:"recycle_after_runs"`
 	RecycleAboveMemory Size              `yaml:"recycle_above_memory"`
 	Queue              int               `yaml:"queue"`
@@ -110,8 +118,15 @@ type MQTT struct {
 	Outbox        yaml.Node `yaml:"outbox"`
 }
 
-// Defaults, applied by LoadDaemon to keys the file leaves out.
+// Defaults, applied by LoadDaemon to keys the file leaves out. The worker
+// limits are the sandbox's own defaults (sandbox.DefaultMemoryMax ...; a
+// test keeps them equal): DESIGN.md, Daemon config, "limits are on by
+// default, and unlimited turns one off".
 const (
+	DefaultMemoryMax = 256 << 20
+	DefaultPidsMax   = 64
+	DefaultCPUMax    = 1.0
+
 	DefaultListen      = "127.0.0.1:8080"
 	DefaultDataDir     = "/var/lib/qubiq"
 	DefaultPythonPath  = "/usr/lib/qubiq/current/python/bin/python3"
@@ -134,8 +149,13 @@ func LoadDaemon(path string) (*Daemon, error) {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	var d Daemon
+	var errs []error
 	if err := decodeStrict(b, &d); err != nil {
-		return nil, fmt.Errorf("%s: %w", abs, err)
+		var se *SyntaxError
+		if errors.As(err, &se) {
+			return nil, fmt.Errorf("%s: %w", abs, err)
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", abs, err)) // and go on: every problem in one run
 	}
 	d.File = abs
 	dir := filepath.Dir(abs)
@@ -155,7 +175,6 @@ func LoadDaemon(path string) (*Daemon, error) {
 	if d.Python.Path == "" {
 		d.Python.Path = DefaultPythonPath
 	}
-	var errs []error
 	if v := os.Getenv("PYTHON_WORKER_REPLICAS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
@@ -189,6 +208,7 @@ func LoadDaemon(path string) (*Daemon, error) {
 	if err := checkTLS(abs, d.HTTP.TLS); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, resolveLimits(abs, &d.Python)...)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -233,77 +253,13 @@ func resolve(dir, p string) string {
 	return filepath.Join(dir, p)
 }
 
-func decodeStrict(b []byte, v any) error {
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(v); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		return prettyYAMLError(err)
-	}
-	return nil
-}
-
-var unknownFieldRe = regexp.MustCompile(`^line (\d+): field (\S+) not found in type config\.(\w+)$`)
-
-// sections names, for messages, the YAML section each config type decodes,
-// with its valid keys.
-var sections = map[string]any{
-	"Daemon": Daemon{}, "HTTP": HTTP{}, "Python": Python{}, "GatewayTimeout": GatewayTimeout{},
-	"Security": Security{}, "Store": Store{}, "History": History{}, "MQTT": MQTT{},
-	"Project": Project{}, "TagConfig": TagConfig{}, "DeadbandConf": DeadbandConf{},
-	"ScaleConf": ScaleConf{}, "HistoryConf": HistoryConf{}, "ScriptConfig": ScriptConfig{},
-}
-
+// sectionNames names, for messages, the YAML section each config type
+// decodes.
 var sectionNames = map[string]string{
 	"Daemon": "the config", "HTTP": "http", "Python": "python", "GatewayTimeout": "python.gateway_timeout",
 	"Security": "security", "Store": "store", "History": "history", "MQTT": "mqtt",
 	"Project": "the project", "TagConfig": "a tag", "DeadbandConf": "a tag's deadband",
 	"ScaleConf": "a tag's scale", "HistoryConf": "a tag's history", "ScriptConfig": "a script",
-}
-
-// prettyYAMLError rewrites yaml.v3's "field x not found in type config.T"
-// into "unknown key "x" in python (valid keys: ...)", keeping the line, and
-// keeps every other message as it is.
-func prettyYAMLError(err error) error {
-	var te *yaml.TypeError
-	if !errors.As(err, &te) {
-		return err
-	}
-	out := make([]string, len(te.Errors))
-	for i, e := range te.Errors {
-		out[i] = e
-		m := unknownFieldRe.FindStringSubmatch(e)
-		if m == nil {
-			continue
-		}
-		where := sectionNames[m[3]]
-		if where == "" {
-			where = m[3]
-		}
-		msg := fmt.Sprintf("line %s: unknown key %q in %s", m[1], m[2], where)
-		if keys := yamlKeys(sections[m[3]]); len(keys) > 0 {
-			msg += " (valid keys: " + strings.Join(keys, ", ") + ")"
-		}
-		out[i] = msg
-	}
-	return &yaml.TypeError{Errors: out}
-}
-
-func yamlKeys(v any) []string {
-	if v == nil {
-		return nil
-	}
-	t := reflect.TypeOf(v)
-	var keys []string
-	for i := 0; i < t.NumField(); i++ {
-		tag := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]
-		if tag != "" && tag != "-" {
-			keys = append(keys, tag)
-		}
-	}
-	return keys
 }
 
 // Duration is a time.Duration written as Go duration text ("250ms", "1s",
@@ -369,4 +325,69 @@ func ParseSize(s string) (int64, error) {
 	mult := map[string]float64{"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
 		"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}[m[2]]
 	return int64(f * mult), nil
+}
+
+// Unlimited is the word that turns a worker limit off.
+const Unlimited = "unlimited"
+
+// resolveLimits sets py's limits in force from what the file wrote: the
+// default when a key is absent, 0 for unlimited, else the value, which
+// must be a limit (memory_max a size of at least 16 MiB, pids_max a whole
+// number of at least 1, cpu_max a number of cores above 0; 0 is not a way
+// to write unlimited).
+func resolveLimits(file string, py *Python) []error {
+	var errs []error
+	bad := func(n *yaml.Node, key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: line %d: python.%s: %s", file, n.Line, key, fmt.Sprintf(format, args...)))
+	}
+	limit := func(n *yaml.Node, key string, parse func(string) error) bool {
+		switch {
+		case n.Kind == 0:
+			return false // absent: the default
+		case n.Kind != yaml.ScalarNode:
+			bad(n, key, "want a limit or %s, got %s", Unlimited, got(n))
+		case strings.EqualFold(n.Value, Unlimited):
+			return true
+		default:
+			if err := parse(n.Value); err != nil {
+				bad(n, key, "%v", err)
+			}
+		}
+		return true
+	}
+	py.MemoryMax, py.PidsMax, py.CPUMax = DefaultMemoryMax, DefaultPidsMax, DefaultCPUMax
+	if limit(&py.MemoryMaxYAML, "memory_max", func(v string) error {
+		n, err := ParseSize(v)
+		switch {
+		case err != nil:
+			return fmt.Errorf("%v, or %s", err, Unlimited)
+		case n < 16<<20:
+			return fmt.Errorf("%s is below the 16 MiB an interpreter needs (write %s to turn the limit off)", v, Unlimited)
+		}
+		py.MemoryMax = Size(n)
+		return nil
+	}) && strings.EqualFold(py.MemoryMaxYAML.Value, Unlimited) {
+		py.MemoryMax = 0
+	}
+	if limit(&py.PidsMaxYAML, "pids_max", func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return fmt.Errorf("%q: want a whole number of processes and threads, at least 1 (write %s to turn the limit off)", v, Unlimited)
+		}
+		py.PidsMax = n
+		return nil
+	}) && strings.EqualFold(py.PidsMaxYAML.Value, Unlimited) {
+		py.PidsMax = 0
+	}
+	if limit(&py.CPUMaxYAML, "cpu_max", func(v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(f > 0) || math.IsInf(f, 0) {
+			return fmt.Errorf("%q: want a number of cores above 0, such as 0.5 (write %s to turn the limit off)", v, Unlimited)
+		}
+		py.CPUMax = f
+		return nil
+	}) && strings.EqualFold(py.CPUMaxYAML.Value, Unlimited) {
+		py.CPUMax = 0
+	}
+	return errs
 }

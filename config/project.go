@@ -4,9 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 
@@ -14,6 +19,7 @@ import (
 	"qubiq.dev/edge/device"
 	"qubiq.dev/edge/internal/yamlnode"
 	"qubiq.dev/edge/tagengine"
+	"qubiq.dev/edge/tagpath"
 	"qubiq.dev/edge/value"
 )
 
@@ -42,26 +48,39 @@ type Project struct {
 }
 
 // DeviceConfig is one device: its name, its driver and the driver's own keys
-// (kept as JSON for the driver's strict decoder).
+// (kept as JSON for the driver's strict decoder). KeyLines holds the line
+// of each key, so that a driver's complaint about a key is reported at
+// that key's line (LineOf).
 type DeviceConfig struct {
-	Name   string          `json:"name"`
-	Driver string          `json:"driver"`
-	Raw    json.RawMessage `json:"config,omitempty"`
-	Line   int             `json:"-"`
+	Name     string          `json:"name"`
+	Driver   string          `json:"driver"`
+	Raw      json.RawMessage `json:"config,omitempty"`
+	Line     int             `json:"-"`
+	KeyLines map[string]int  `json:"-"`
 }
 
 // UnmarshalYAML takes name and driver and keeps every other key for the
 // driver.
 func (d *DeviceConfig) UnmarshalYAML(n *yaml.Node) error {
-	var m map[string]any
-	if err := n.Decode(&m); err != nil {
-		return err
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: want a device mapping {name, driver, ...}, got %s", n.Line, got(n))
 	}
 	d.Line = n.Line
+	d.KeyLines = make(map[string]int, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		d.KeyLines[n.Content[i].Value] = n.Content[i].Line
+	}
+	var m map[string]any
+	if err := n.Decode(&m); err != nil {
+		return fmt.Errorf("line %d: device: %v", n.Line, err)
+	}
 	name, _ := m["name"].(string)
 	drv, _ := m["driver"].(string)
 	if name == "" {
 		return fmt.Errorf("line %d: device without a name", n.Line)
+	}
+	if len(name) > MaxDeviceName {
+		return fmt.Errorf("line %d: device name of %d bytes is over the limit of %d (docs/limits.md)", n.Line, len(name), MaxDeviceName)
 	}
 	if drv == "" {
 		return fmt.Errorf("line %d: device %q without a driver", n.Line, name)
@@ -77,7 +96,22 @@ func (d *DeviceConfig) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-// TagConfig is one tag as written in the project file.
+// LineOf returns the line a driver's error about d is best reported at:
+// the line of the key a *device.KeyError names, else the device's line.
+func (d DeviceConfig) LineOf(err error) int {
+	var ke *device.KeyError
+	if errors.As(err, &ke) {
+		if l, ok := d.KeyLines[strings.SplitN(ke.Key, ".", 2)[0]]; ok {
+			return l
+		}
+	}
+	return d.Line
+}
+
+// TagConfig is one tag as written in the project file (DESIGN.md, Project
+// file; docs/values.md). Optional numbers are pointers: a key written as 0
+// (unit_id: 0, offset: 0, deadband: {absolute: 0}) is kept apart from an
+// absent one, in the project file, the tag CSV and the export alike.
 type TagConfig struct {
 	Path        string        `yaml:"path" json:"path"`
 	Device      string        `yaml:"device" json:"device"`
@@ -90,32 +124,63 @@ type TagConfig struct {
 	Units       string        `yaml:"units,omitempty" json:"units,omitempty"`
 	WriteLevel  string        `yaml:"write_level,omitempty" json:"write_level,omitempty"`
 	ReadOnly    bool          `yaml:"read_only,omitempty" json:"read_only,omitempty"`
-	UnitID      int           `yaml:"unit_id,omitempty" json:"unit_id,omitempty"`
+	UnitID      *int          `yaml:"unit_id,omitempty" json:"unit_id,omitempty"`
 	Description string        `yaml:"description,omitempty" json:"description,omitempty"`
 	History     *HistoryConf  `yaml:"history,omitempty" json:"history,omitempty"`
-	Line        int           `yaml:"-" json:"-"`
+	// NonFinite is "bad" (the default: a NaN or ±Inf reading is
+	// Bad_OutOfRange) or "pass" (kept, as Uncertain).
+	NonFinite string `yaml:"non_finite,omitempty" json:"non_finite,omitempty"`
+	// StringByteOrder ("high", the default, or "low") and Encoding
+	// ("utf8", the default, "ascii" or "latin1") are a register string's.
+	StringByteOrder string `yaml:"string_byte_order,omitempty" json:"string_byte_order,omitempty"`
+	Encoding        string `yaml:"encoding,omitempty" json:"encoding,omitempty"`
+	Line            int    `yaml:"-" json:"-"`
 }
 
 // DeadbandConf is {absolute: x} or {percent: x}.
 type DeadbandConf struct {
-	Absolute float64 `yaml:"absolute,omitempty" json:"absolute,omitempty"`
-	Percent  float64 `yaml:"percent,omitempty" json:"percent,omitempty"`
+	Absolute *float64 `yaml:"absolute,omitempty" json:"absolute,omitempty"`
+	Percent  *float64 `yaml:"percent,omitempty" json:"percent,omitempty"`
 }
 
 // ScaleConf is {factor, offset} or {raw: [lo, hi], eng: [lo, hi]}.
 type ScaleConf struct {
 	Factor *float64  `yaml:"factor,omitempty" json:"factor,omitempty"`
-	Offset float64   `yaml:"offset,omitempty" json:"offset,omitempty"`
+	Offset *float64  `yaml:"offset,omitempty" json:"offset,omitempty"`
 	Raw    []float64 `yaml:"raw,omitempty" json:"raw,omitempty"`
 	Eng    []float64 `yaml:"eng,omitempty" json:"eng,omitempty"`
 }
 
-// HistoryConf is a tag's history recording policy (used by the history work).
+// HistoryConf is a tag's history recording policy (tagengine.HistoryPolicy):
+// recorded when enabled; deadband in engineering units (numbers only);
+// max_interval records the current value again after that long without a
+// record.
 type HistoryConf struct {
-	Enabled     bool    `yaml:"enabled" json:"enabled"`
-	Deadband    float64 `yaml:"deadband,omitempty" json:"deadband,omitempty"`
-	MaxInterval string  `yaml:"max_interval,omitempty" json:"max_interval,omitempty"`
+	Enabled     bool     `yaml:"enabled" json:"enabled"`
+	Deadband    *float64 `yaml:"deadband,omitempty" json:"deadband,omitempty"`
+	MaxInterval string   `yaml:"max_interval,omitempty" json:"max_interval,omitempty"`
 }
+
+// Limits of the project file and of tag imports (docs/limits.md). They
+// bound memory: a tag costs about 1 KB while a project is applied.
+const (
+	// MaxProjectBytes is the largest project document: 32 MiB.
+	MaxProjectBytes = 32 << 20
+	// MaxTagsPerProject is the most tags one project holds: 100,000 (the
+	// appliance's sizing, PERFORMANCE.md B10's largest case).
+	MaxTagsPerProject = 100000
+	// MaxTagsPerImport is the most rows one tag CSV or YAML import takes:
+	// 100,000 (a project's worth; the REST route's 16 MiB body holds them).
+	MaxTagsPerImport = 100000
+	// MaxTagText is the longest text of a tag key other than the path and
+	// the description (address, type, units, scan, ...): 256 bytes.
+	MaxTagText = 256
+	// MaxTagDescription is the longest tag description: 4,096 bytes.
+	MaxTagDescription = 4096
+	// MaxDeviceName is the longest device name: 64 bytes (it is part of
+	// REST paths, /api/v1/devices/{name}).
+	MaxDeviceName = 64
+)
 
 // ScriptConfig names a script module, the file holding its code (relative to
 // the project file) and the entries a LiveView button may start.
@@ -146,54 +211,45 @@ func LoadProject(path string) (*Project, error) {
 	return p, nil
 }
 
-// ParseProject strictly decodes a project document (YAML or JSON).
+// ParseProject strictly decodes a project document (YAML or JSON), at most
+// MaxProjectBytes and MaxTagsPerProject tags, with every tag path in NFC
+// (tagpath.Normalize).
 //
-// When the only problems are unknown keys or values of the wrong YAML kind,
-// the project is still returned (decoded leniently, without those keys)
-// together with the error, so a caller such as --check-config can go on and
-// report the remaining problems in the same run.
+// Every problem is reported, each with its line and key in words. Unless
+// the document is not YAML at all (a *SyntaxError, nil project) or over
+// the size limit, the project is returned decoded as far as the problems
+// allow, together with the error, so a caller such as --check-config can
+// go on and report the remaining problems in the same run. A large
+// project is parsed one tag at a time (see decodeDoc).
 func ParseProject(b []byte) (*Project, error) {
-	var p Project
-	var strictErr error
-	if err := decodeStrict(b, &p); err != nil {
-		var te *yaml.TypeError
-		if !errors.As(err, &te) {
-			return nil, err
-		}
-		strictErr = err
-		p = Project{}
-		if lerr := yaml.Unmarshal(b, &p); lerr != nil {
-			var lte *yaml.TypeError
-			if !errors.As(lerr, &lte) {
-				return nil, err
-			}
-		}
+	if len(b) > MaxProjectBytes {
+		return nil, fmt.Errorf("project of %d bytes is over the limit of %d (docs/limits.md)", len(b), MaxProjectBytes)
 	}
-	// Recover line numbers of tags for messages; refuse the sections this
-	// daemon does not implement.
-	var root yaml.Node
+	var p Project
+	keyLines, err := decodeDoc(b, &p, "the project", MaxTagsPerProject)
+	var se *SyntaxError
+	if errors.As(err, &se) {
+		return nil, err
+	}
+	for i := range p.Tags {
+		p.Tags[i].Path = tagpath.Normalize(p.Tags[i].Path)
+	}
+	// Refuse the sections this daemon does not implement.
 	var notImpl []error
-	if err := yaml.Unmarshal(b, &root); err == nil && len(root.Content) > 0 {
-		top := root.Content[0]
-		for i := 0; i+1 < len(top.Content); i += 2 {
-			k, v := top.Content[i], top.Content[i+1]
-			if k.Value == "tags" {
-				for j, n := range v.Content {
-					if j < len(p.Tags) {
-						p.Tags[j].Line = n.Line
-					}
-				}
-			}
-			if why, ok := NotImplementedSections[k.Value]; ok && len(v.Content) > 0 {
-				notImpl = append(notImpl, fmt.Errorf("line %d: section %q: %s; remove it (this qubiqd would not run it)", k.Line, k.Value, why))
-			}
+	for _, sec := range []struct {
+		key   string
+		nodes []yaml.Node
+	}{{"flows", p.Flows}, {"alarms", p.Alarms}} {
+		if len(sec.nodes) > 0 {
+			notImpl = append(notImpl, fmt.Errorf("line %d: section %q: %s; remove it (this qubiqd would not run it)",
+				keyLines[sec.key], sec.key, NotImplementedSections[sec.key]))
 		}
 	}
 	p.Flows = nil
 	if len(notImpl) > 0 {
-		return &p, errors.Join(append([]error{strictErr}, notImpl...)...)
+		return &p, errors.Join(append([]error{err}, notImpl...)...)
 	}
-	return &p, strictErr
+	return &p, err
 }
 
 // NotImplementedSections are the project sections this daemon does not
@@ -213,7 +269,7 @@ func (p *Project) EngineTags() ([]tagengine.Tag, error) {
 	for _, tc := range p.Tags {
 		t, err := tc.engineTag()
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s:%d: tag %q: %w", p.File, tc.Line, tc.Path, err))
+			errs = append(errs, fmt.Errorf("%s:%d: tag %s: %w", p.File, tc.Line, quotePath(tc.Path), err))
 			continue
 		}
 		out = append(out, t)
@@ -229,24 +285,61 @@ func (tc TagConfig) engineTag() (tagengine.Tag, error) {
 	t := tagengine.Tag{Path: tc.Path, Device: tc.Device, Units: tc.Units, ReadOnly: tc.ReadOnly, Description: tc.Description}
 	if tc.Path == "" {
 		errs = append(errs, errors.New("missing path"))
-	} else if !tagengine.ValidPath(tc.Path) {
-		errs = append(errs, errors.New("invalid path (segments of letters, digits, _ - . and space, separated by /)"))
+	} else if clean, err := tagpath.Clean(tc.Path); err != nil {
+		errs = append(errs, pathError(err))
+	} else {
+		t.Path = clean
 	}
 	if tc.Device == "" {
 		errs = append(errs, errors.New("missing device"))
 	}
-	typ := value.Float64
-	if tc.Type != "" {
-		var err error
-		if typ, err = value.ParseType(tc.Type); err != nil {
-			errs = append(errs, err)
+	for _, f := range []struct{ key, v string }{{"device", tc.Device}, {"address", tc.Address}, {"type", tc.Type},
+		{"byte_order", tc.ByteOrder}, {"scan", tc.Scan}, {"units", tc.Units}, {"write_level", tc.WriteLevel},
+		{"non_finite", tc.NonFinite}, {"string_byte_order", tc.StringByteOrder}, {"encoding", tc.Encoding}} {
+		if len(f.v) > MaxTagText {
+			errs = append(errs, fmt.Errorf("%s of %d bytes is over the limit of %d (docs/limits.md)", f.key, len(f.v), MaxTagText))
 		}
 	}
-	t.Point = device.Point{Tag: tc.Path, Address: tc.Address, Type: typ, ByteOrder: tc.ByteOrder, UnitID: tc.UnitID}
+	if len(tc.Description) > MaxTagDescription {
+		errs = append(errs, fmt.Errorf("description of %d bytes is over the limit of %d (docs/limits.md)", len(tc.Description), MaxTagDescription))
+	}
+	pt, err := TagPoint(tc)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	pt.Tag = t.Path
+	t.Point = pt
 	switch tc.ByteOrder {
 	case "", "ABCD", "CDAB", "BADC", "DCBA":
 	default:
 		errs = append(errs, fmt.Errorf("byte_order %q: want ABCD, CDAB, BADC or DCBA", tc.ByteOrder))
+	}
+	if tc.UnitID != nil && (*tc.UnitID < 0 || *tc.UnitID > 255) {
+		errs = append(errs, fmt.Errorf("unit_id %d: want 0..255", *tc.UnitID))
+	}
+	textual := err == nil && (pt.Type == value.Bool || pt.Type == value.String)
+	stringOpts := tc.StringByteOrder != "" || tc.Encoding != ""
+	switch {
+	case stringOpts && err == nil && pt.Type != value.String:
+		errs = append(errs, fmt.Errorf("string_byte_order and encoding apply to string tags, not %s", pt.Type))
+	case stringOpts:
+		switch tc.StringByteOrder {
+		case "", "high", "low":
+		default:
+			errs = append(errs, fmt.Errorf("string_byte_order %q: want high or low", tc.StringByteOrder))
+		}
+		switch tc.Encoding {
+		case "", "utf8", "ascii", "latin1":
+		default:
+			errs = append(errs, fmt.Errorf("encoding %q: want utf8, ascii or latin1", tc.Encoding))
+		}
+	}
+	switch tc.NonFinite {
+	case "", "bad":
+	case "pass":
+		t.PassNonFinite = true
+	default:
+		errs = append(errs, fmt.Errorf("non_finite %q: want bad (the default) or pass", tc.NonFinite))
 	}
 	if tc.Scan != "" {
 		d, err := ParseDuration(tc.Scan)
@@ -268,16 +361,37 @@ func (tc TagConfig) engineTag() (tagengine.Tag, error) {
 		}
 		t.WriteLevel = l
 	}
-	if tc.Deadband != nil {
-		if tc.Deadband.Absolute < 0 || tc.Deadband.Percent < 0 {
+	if db := tc.Deadband; db != nil {
+		abs, pct := deref(db.Absolute), deref(db.Percent)
+		switch {
+		case textual:
+			errs = append(errs, fmt.Errorf("deadband on a %s tag: a deadband applies to numbers, and every change of a %s is reported (remove it)", pt.Type, pt.Type))
+		case abs < 0 || pct < 0 || math.IsNaN(abs) || math.IsNaN(pct):
 			errs = append(errs, errors.New("deadband must not be negative"))
 		}
-		t.Deadband = tagengine.Deadband{Absolute: tc.Deadband.Absolute, Percent: tc.Deadband.Percent}
+		t.Deadband = tagengine.Deadband{Absolute: abs, Percent: pct}
+	}
+	if h := tc.History; h != nil && h.Enabled {
+		pol := &tagengine.HistoryPolicy{Deadband: deref(h.Deadband)}
+		switch {
+		case h.Deadband != nil && textual:
+			errs = append(errs, fmt.Errorf("history deadband on a %s tag: every change of a %s is recorded (remove it)", pt.Type, pt.Type))
+		case pol.Deadband < 0 || math.IsNaN(pol.Deadband):
+			errs = append(errs, fmt.Errorf("history deadband %g must not be negative", pol.Deadband))
+		}
+		if h.MaxInterval != "" {
+			iv, err := ParseDuration(h.MaxInterval)
+			if err != nil || iv < 0 {
+				errs = append(errs, fmt.Errorf("history max_interval %q: want a duration such as 60s", h.MaxInterval))
+			}
+			pol.MaxInterval = iv
+		}
+		t.History = pol
 	}
 	if s := tc.Scale; s != nil {
 		switch {
 		case len(s.Raw) > 0 || len(s.Eng) > 0:
-			if len(s.Raw) != 2 || len(s.Eng) != 2 || s.Factor != nil {
+			if len(s.Raw) != 2 || len(s.Eng) != 2 || s.Factor != nil || s.Offset != nil {
 				errs = append(errs, errors.New("scale: want {raw: [lo, hi], eng: [lo, hi]} or {factor, offset}"))
 				break
 			}
@@ -294,7 +408,7 @@ func (tc TagConfig) engineTag() (tagengine.Tag, error) {
 			if f == 0 {
 				errs = append(errs, errors.New("scale: factor must not be 0"))
 			}
-			t.Scale = tagengine.Scale{Factor: f, Offset: s.Offset}
+			t.Scale = tagengine.Scale{Factor: f, Offset: deref(s.Offset)}
 		}
 	}
 	if len(errs) > 0 {
@@ -303,20 +417,118 @@ func (tc TagConfig) engineTag() (tagengine.Tag, error) {
 	return t, nil
 }
 
-// TagPoint returns the driver's view of a tag config (address, type, byte
-// order, unit id), or the error EngineTags would report for its type.
-func TagPoint(tc TagConfig) (device.Point, error) {
-	typ := value.Float64
-	if tc.Type != "" {
-		var err error
-		if typ, err = value.ParseType(tc.Type); err != nil {
-			return device.Point{}, err
-		}
+func deref(f *float64) float64 {
+	if f == nil {
+		return 0
 	}
-	return device.Point{Tag: tc.Path, Address: tc.Address, Type: typ, ByteOrder: tc.ByteOrder, UnitID: tc.UnitID}, nil
+	return *f
+}
+
+// TagPoint returns the driver's view of a tag config (address, type, byte
+// order, unit id, string options). When the type is not a type name it
+// returns the error EngineTags reports for it, with the point's type
+// value.TypeUnknown (CheckTagOnDevice still checks its address).
+func TagPoint(tc TagConfig) (device.Point, error) {
+	p := device.Point{Tag: tc.Path, Address: tc.Address, Type: value.Float64, ByteOrder: tc.ByteOrder,
+		StringByteOrder: tc.StringByteOrder, Encoding: tc.Encoding}
+	if tc.UnitID != nil {
+		p.UnitID, p.HasUnitID = *tc.UnitID, true
+	}
+	if tc.Type != "" {
+		typ, err := value.ParseType(tc.Type)
+		if err != nil {
+			p.Type = value.TypeUnknown
+			return p, err
+		}
+		p.Type = typ
+	}
+	return p, nil
+}
+
+// PointChecker is what the tag checks need of a device's driver
+// (device.Driver has it).
+type PointChecker interface {
+	CheckPoint(p device.Point) error
+}
+
+// CheckTagOnDevice checks tc's address against its device's driver, the
+// check that needs the project's devices. A tag whose type is not valid
+// (reported by the tag's own checks) still has its address checked, with
+// device.AddressChecker when the driver has one, so that one pass reports
+// both problems.
+func CheckTagOnDevice(tc TagConfig, drv PointChecker) error {
+	pt, err := TagPoint(tc)
+	if err == nil {
+		return drv.CheckPoint(pt)
+	}
+	if ac, ok := drv.(device.AddressChecker); ok {
+		return ac.CheckAddress(tc.Address)
+	}
+	return nil
+}
+
+// TagDevices is what the tag checks of an import need of the project's
+// devices: the device names the project has, and the drivers built for
+// them (a device whose own config is bad has a name and no driver: the
+// addresses of its tags are not checked).
+type TagDevices struct {
+	Names   []string
+	Drivers map[string]PointChecker
+}
+
+// Checkers converts a map of drivers (device.Driver) for TagDevices.
+func Checkers[D PointChecker](m map[string]D) map[string]PointChecker {
+	out := make(map[string]PointChecker, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// check returns the problems of tc against the devices: a device the
+// project lacks (naming those it has), an address its driver refuses.
+func (td *TagDevices) check(tc TagConfig) []error {
+	if td == nil || tc.Device == "" {
+		return nil
+	}
+	drv, ok := td.Drivers[tc.Device]
+	if !ok {
+		if slices.Contains(td.Names, tc.Device) {
+			return nil // its device's config is reported on its own
+		}
+		return []error{fmt.Errorf("unknown device %q (the project has: %s)", tc.Device, strings.Join(td.Names, ", "))}
+	}
+	if err := CheckTagOnDevice(tc, drv); err != nil {
+		return []error{fmt.Errorf("device %q: %w", tc.Device, err)}
+	}
+	return nil
 }
 
 // ScriptFile returns the absolute path of a script's file.
 func (p *Project) ScriptFile(s ScriptConfig) string {
 	return resolve(filepath.Dir(p.File), s.File)
+}
+
+// pathError words a refused tag path for a tag's message, which names the
+// path already: "invalid path: segment 2 "": empty (...); the rule: ...".
+func pathError(err error) error {
+	var pe *tagpath.Error
+	if errors.As(err, &pe) {
+		return fmt.Errorf("invalid path: %s (%s)", pe.Reason, tagpath.Rule)
+	}
+	return err
+}
+
+// quotePath quotes a tag path for a message, shortened when it is long (a
+// 40 KB path must not drown the message that refuses it).
+func quotePath(p string) string {
+	const max = 120
+	if len(p) <= max {
+		return strconv.Quote(p)
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(p[cut]) {
+		cut--
+	}
+	return strconv.Quote(p[:cut]) + fmt.Sprintf("… (%d bytes)", len(p))
 }

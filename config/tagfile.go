@@ -2,285 +2,94 @@ package config
 
 import (
 	"bytes"
-	"encoding/csv"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"math"
 	"reflect"
-	"slices"
+	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
+
+	"qubiq.dev/edge/tagpath"
 )
-
-// TagColumns are the columns of a tag CSV file, in the order FormatTagsCSV
-// writes them (issue 5, "Tag import"). path, device and address are
-// required in the header; the others may be left out. A header may list
-// them in any order.
-var TagColumns = []string{"path", "device", "address", "type", "byte_order", "scan", "scale", "units",
-	"write_level", "read_only", "description"}
-
-var requiredColumns = []string{"path", "device", "address"}
-
-// ParseTagsCSV reads a tag CSV file: a header row naming the columns
-// (TagColumns, case-insensitive), then one tag per row. Cells are trimmed.
-// scale is "factor", "factor:offset" or "rawlo:rawhi:englo:enghi" (see
-// ParseScale); read_only is true or false (empty: false); the other cells
-// are the project file's keys as text. Empty lines and lines starting with
-// '#' are skipped; a UTF-8 byte order mark is ignored.
-//
-// Every row is checked as the project file's tags are (path, type, byte
-// order, scan, write level, scale; a path twice in the file). Every problem
-// is reported, each as "line N: tag "PATH": what", N the CSV line; on any
-// problem no tag is returned, so nothing of the file is half-applied. Line
-// of each returned tag is its CSV line. Checks that need the project's
-// devices (an unknown device, an address the driver refuses) are the
-// caller's.
-func ParseTagsCSV(b []byte) ([]TagConfig, error) {
-	b = bytes.TrimPrefix(b, []byte("\ufeff"))
-	r := csv.NewReader(bytes.NewReader(b))
-	r.FieldsPerRecord = -1
-	r.Comment = '#'
-	header, err := r.Read()
-	if errors.Is(err, io.EOF) {
-		return nil, errors.New("line 1: empty file; want a header row: " + strings.Join(TagColumns, ","))
-	}
-	if err != nil {
-		return nil, csvError(err)
-	}
-	hline, _ := r.FieldPos(0)
-	col := map[string]int{}
-	var errs []error
-	for i, h := range header {
-		h = strings.ToLower(strings.TrimSpace(h))
-		switch {
-		case !slices.Contains(TagColumns, h):
-			errs = append(errs, fmt.Errorf("line %d: unknown column %q (valid columns: %s)", hline, h, strings.Join(TagColumns, ", ")))
-		case col[h] != 0:
-			errs = append(errs, fmt.Errorf("line %d: column %q twice", hline, h))
-		default:
-			col[h] = i + 1
-		}
-	}
-	for _, h := range requiredColumns {
-		if col[h] == 0 {
-			errs = append(errs, fmt.Errorf("line %d: missing column %q (the header needs %s)", hline, h, strings.Join(requiredColumns, ", ")))
-		}
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	var tags []TagConfig
-	seen := map[string]int{}
-	for {
-		rec, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			errs = append(errs, csvError(err))
-			break // the reader cannot be trusted past a quoting error
-		}
-		line, _ := r.FieldPos(0)
-		cell := func(name string) string {
-			if i := col[name]; i > 0 && i <= len(rec) {
-				return strings.TrimSpace(rec[i-1])
-			}
-			return ""
-		}
-		tc := TagConfig{Path: cell("path"), Device: cell("device"), Address: cell("address"), Type: cell("type"),
-			ByteOrder: cell("byte_order"), Scan: cell("scan"), Units: cell("units"), WriteLevel: cell("write_level"),
-			Description: cell("description"), Line: line}
-		var rowErrs []error
-		if len(rec) != len(header) {
-			rowErrs = append(rowErrs, fmt.Errorf("%d fields, the header has %d", len(rec), len(header)))
-		}
-		if s := cell("scale"); s != "" {
-			sc, err := ParseScale(s)
-			if err != nil {
-				rowErrs = append(rowErrs, err)
-			}
-			tc.Scale = sc
-		}
-		if s := cell("read_only"); s != "" {
-			ro, err := strconv.ParseBool(s)
-			if err != nil {
-				rowErrs = append(rowErrs, fmt.Errorf("read_only %q: want true or false", s))
-			}
-			tc.ReadOnly = ro
-		}
-		rowErrs = append(rowErrs, tc.check(seen)...)
-		for _, e := range rowErrs {
-			errs = append(errs, fmt.Errorf("line %d: tag %q: %w", line, tc.Path, e))
-		}
-		tags = append(tags, tc)
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	return tags, nil
-}
-
-// check returns every problem of tc that needs no device (those
-// EngineTags reports), and records its path in seen (path → line) to find
-// a path given twice.
-func (tc TagConfig) check(seen map[string]int) []error {
-	var errs []error
-	if first, dup := seen[tc.Path]; dup && tc.Path != "" {
-		errs = append(errs, fmt.Errorf("defined twice in the file (first at line %d)", first))
-	} else {
-		seen[tc.Path] = tc.Line
-	}
-	if _, err := tc.engineTag(); err != nil {
-		errs = append(errs, unjoin(err)...)
-	}
-	return errs
-}
-
-// unjoin returns the errors joined in err (errors.Join), or err alone.
-func unjoin(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
-}
-
-func csvError(err error) error {
-	var pe *csv.ParseError
-	if errors.As(err, &pe) {
-		return fmt.Errorf("line %d: %v", pe.Line, pe.Err)
-	}
-	return err
-}
-
-// ParseScale parses the CSV form of a tag's scale (DESIGN.md, Project file:
-// eng = raw × factor + offset): "factor" ("0.1"), "factor:offset"
-// ("0.1:-40") or "rawlo:rawhi:englo:enghi" ("0:27648:0:100", the
-// {raw: [lo, hi], eng: [lo, hi]} form). The error names the text.
-func ParseScale(s string) (*ScaleConf, error) {
-	parts := strings.Split(s, ":")
-	nums := make([]float64, len(parts))
-	for i, p := range parts {
-		f, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
-		if err != nil {
-			return nil, fmt.Errorf("scale %q: want factor, factor:offset or rawlo:rawhi:englo:enghi (numbers)", s)
-		}
-		nums[i] = f
-	}
-	switch len(nums) {
-	case 1:
-		return &ScaleConf{Factor: &nums[0]}, nil
-	case 2:
-		return &ScaleConf{Factor: &nums[0], Offset: nums[1]}, nil
-	case 4:
-		return &ScaleConf{Raw: nums[0:2:2], Eng: nums[2:4:4]}, nil
-	}
-	return nil, fmt.Errorf("scale %q: want factor, factor:offset or rawlo:rawhi:englo:enghi (%d numbers given)", s, len(nums))
-}
-
-// FormatScale is the inverse of ParseScale: "" for no scale.
-func FormatScale(sc *ScaleConf) string {
-	if sc == nil {
-		return ""
-	}
-	f := func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
-	if len(sc.Raw) == 2 && len(sc.Eng) == 2 {
-		return f(sc.Raw[0]) + ":" + f(sc.Raw[1]) + ":" + f(sc.Eng[0]) + ":" + f(sc.Eng[1])
-	}
-	factor := 1.0
-	if sc.Factor != nil {
-		factor = *sc.Factor
-	}
-	if sc.Offset != 0 {
-		return f(factor) + ":" + f(sc.Offset)
-	}
-	return f(factor)
-}
-
-// FormatTagsCSV writes tags as a tag CSV file: the header (TagColumns)
-// and one row per tag; ParseTagsCSV reads it back to the same tags. A tag's
-// deadband, history and unit_id have no column and are not written.
-func FormatTagsCSV(w io.Writer, tags []TagConfig) error {
-	cw := csv.NewWriter(w)
-	if err := cw.Write(TagColumns); err != nil {
-		return err
-	}
-	for _, t := range tags {
-		if err := cw.Write([]string{t.Path, t.Device, t.Address, t.Type, t.ByteOrder, t.Scan, FormatScale(t.Scale),
-			t.Units, t.WriteLevel, strconv.FormatBool(t.ReadOnly), t.Description}); err != nil {
-			return err
-		}
-	}
-	cw.Flush()
-	return cw.Error()
-}
 
 // tagsFile is a YAML tag file: the project file's tags section alone.
 type tagsFile struct {
 	Tags []TagConfig `yaml:"tags"`
 }
 
-// ParseTagsYAML reads a YAML (or JSON) tag file: {tags: [...]} as in the
+// ParseTagsYAML is ReadTagsYAML of b without device checks.
+func ParseTagsYAML(b []byte) ([]TagConfig, error) { return ReadTagsYAML(b, TagImport{}) }
+
+// ReadTagsYAML reads a YAML (or JSON) tag file: {tags: [...]} as in the
 // project file, or the list alone. Tags are decoded strictly (an unknown
-// key names itself and its line) and checked as ParseTagsCSV checks rows;
-// every problem is reported as "line N: ..."; on any problem no tag is
-// returned. Line of each returned tag is its line in b.
-func ParseTagsYAML(b []byte) ([]TagConfig, error) {
-	var root yaml.Node
-	if err := yaml.Unmarshal(b, &root); err != nil {
-		return nil, err
+// key names itself and its line, with a suggestion) and checked as
+// ReadTagsCSV checks rows, against opt.Devices when set; every problem of
+// the file is reported in one pass as "line N: ..."; on any problem no tag
+// is returned. Line of each returned tag is its line in b. A file of block
+// YAML is read one tag at a time; more tags than opt's cap is an error
+// naming the cap.
+func ReadTagsYAML(b []byte, opt TagImport) ([]TagConfig, error) {
+	if len(b) > MaxProjectBytes {
+		return nil, fmt.Errorf("tag file of %d bytes is over the limit of %d (docs/limits.md)", len(b), MaxProjectBytes)
 	}
-	if len(root.Content) == 0 {
-		return nil, errors.New("line 1: empty file; want tags: [{path, device, address, ...}]")
-	}
-	top := root.Content[0]
-	var seq *yaml.Node
-	var errs []error
 	var f tagsFile
 	var derr error
-	switch top.Kind {
-	case yaml.SequenceNode:
-		seq = top
-		derr = decodeStrict(b, &f.Tags)
-	case yaml.MappingNode:
-		for i := 0; i+1 < len(top.Content); i += 2 {
-			if k := top.Content[i]; k.Value == "tags" {
-				seq = top.Content[i+1]
-			}
-		}
-		derr = decodeStrict(b, &f)
+	switch firstContent(b) {
+	case 0:
+		return nil, errors.New("line 1: empty file; want tags: [{path, device, address, ...}]")
+	case '-', '[':
+		derr = decodeList(b, reflect.ValueOf(&f.Tags).Elem(), opt.maxTags())
 	default:
-		return nil, fmt.Errorf("line %d: want tags: [...] or a list of tags", top.Line)
+		_, derr = decodeDoc(b, &f, "a tag file", opt.maxTags())
 	}
+	var se *SyntaxError
+	if errors.As(derr, &se) {
+		return nil, derr
+	}
+	var errs []error
 	if derr != nil {
-		var te *yaml.TypeError
-		if !errors.As(derr, &te) {
-			return nil, derr
-		}
-		for _, e := range te.Errors {
-			errs = append(errs, errors.New(strings.Replace(e, " in tagsFile", " in a tag file (valid keys: tags)", 1)))
-		}
+		errs = append(errs, unjoin(derr)...)
 	}
-	if seq == nil || seq.Kind != yaml.SequenceNode {
-		errs = append(errs, fmt.Errorf("line %d: no tags list", top.Line))
-		return nil, errors.Join(errs...)
+	if f.Tags == nil && derr == nil {
+		errs = append(errs, errors.New("line 1: no tags list; want tags: [{path, device, address, ...}]"))
 	}
 	seen := map[string]int{}
-	for j, n := range seq.Content {
-		if j >= len(f.Tags) {
-			break
-		}
-		tc := &f.Tags[j]
-		tc.Line = n.Line
-		for _, e := range tc.check(seen) {
-			errs = append(errs, fmt.Errorf("line %d: tag %q: %w", tc.Line, tc.Path, e))
+	for i := range f.Tags {
+		tc := &f.Tags[i]
+		tc.Path = tagpath.Normalize(tc.Path)
+		for _, e := range append(tc.check(seen), opt.Devices.check(*tc)...) {
+			errs = append(errs, fmt.Errorf("line %d: tag %s: %w", tc.Line, quotePath(tc.Path), e))
 		}
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	return f.Tags, nil
+}
+
+// firstContent returns the first character of b that is not white space
+// or inside a comment, 0 when there is none.
+func firstContent(b []byte) byte {
+	for len(b) > 0 {
+		b = bytes.TrimLeft(b, " \t\r\n")
+		if len(b) == 0 {
+			return 0
+		}
+		if b[0] != '#' {
+			return b[0]
+		}
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			return 0
+		}
+		b = b[i+1:]
+	}
+	return 0
 }
 
 // TagNode returns tc as the YAML node the project file holds: a flow
@@ -307,20 +116,167 @@ func TagNode(tc TagConfig) (*yaml.Node, error) {
 // mapping per tag, as the project file writes them; ParseTagsYAML reads it
 // back to the same tags.
 func FormatTagsYAML(tags []TagConfig) ([]byte, error) {
-	seq := &yaml.Node{Kind: yaml.SequenceNode}
+	if len(tags) == 0 {
+		return []byte("tags: []\n"), nil
+	}
+	var buf bytes.Buffer
+	buf.WriteString("tags:\n")
 	for _, tc := range tags {
-		n, err := TagNode(tc)
+		b, err := renderItem(tc, 2)
 		if err != nil {
 			return nil, err
 		}
-		seq.Content = append(seq.Content, n)
+		buf.Write(b)
 	}
-	if len(tags) == 0 {
-		seq.Style = yaml.FlowStyle
+	return buf.Bytes(), nil
+}
+
+// renderItem renders one tag as a block sequence entry at indentation
+// indent: "  - {path: ..., ...}\n", the keys in the order and with the
+// omissions of TagNode. It writes the YAML itself (flowTag) rather than
+// through yaml.v3's encoder, which costs some 40 KB of allocations a tag:
+// an import of 100,000 tags renders them all.
+func renderItem(tc TagConfig, indent int) ([]byte, error) {
+	b := make([]byte, 0, 160)
+	for range indent {
+		b = append(b, ' ')
 	}
-	doc := &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{{Kind: yaml.MappingNode, Content: []*yaml.Node{
-		{Kind: yaml.ScalarNode, Value: "tags"}, seq}}}}
-	return encodeYAML(doc)
+	b = append(b, "- "...)
+	b = flowTag(b, tc)
+	return append(b, '\n'), nil
+}
+
+// flowTag appends tc as a YAML flow mapping.
+func flowTag(b []byte, tc TagConfig) []byte {
+	b = append(b, '{')
+	first := true
+	key := func(k string) {
+		if !first {
+			b = append(b, ", "...)
+		}
+		first = false
+		b = append(b, k...)
+		b = append(b, ": "...)
+	}
+	str := func(k, v string, always bool) {
+		if v != "" || always {
+			key(k)
+			b = appendScalar(b, v)
+		}
+	}
+	num := func(k string, f *float64) {
+		if f != nil {
+			key(k)
+			b = appendFloat(b, *f)
+		}
+	}
+	str("path", tc.Path, true)
+	str("device", tc.Device, true)
+	str("address", tc.Address, true)
+	str("type", tc.Type, false)
+	str("byte_order", tc.ByteOrder, false)
+	str("scan", tc.Scan, false)
+	if d := tc.Deadband; d != nil {
+		key("deadband")
+		b, first = append(b, '{'), true
+		num("absolute", d.Absolute)
+		num("percent", d.Percent)
+		b, first = append(b, '}'), false
+	}
+	if sc := tc.Scale; sc != nil {
+		key("scale")
+		b, first = append(b, '{'), true
+		num("factor", sc.Factor)
+		num("offset", sc.Offset)
+		for _, l := range []struct {
+			k  string
+			xs []float64
+		}{{"raw", sc.Raw}, {"eng", sc.Eng}} {
+			if len(l.xs) > 0 {
+				key(l.k)
+				b = append(b, '[')
+				for i, x := range l.xs {
+					if i > 0 {
+						b = append(b, ", "...)
+					}
+					b = appendFloat(b, x)
+				}
+				b = append(b, ']')
+			}
+		}
+		b, first = append(b, '}'), false
+	}
+	str("units", tc.Units, false)
+	str("write_level", tc.WriteLevel, false)
+	if tc.ReadOnly {
+		key("read_only")
+		b = append(b, "true"...)
+	}
+	if tc.UnitID != nil {
+		key("unit_id")
+		b = strconv.AppendInt(b, int64(*tc.UnitID), 10)
+	}
+	str("description", tc.Description, false)
+	if h := tc.History; h != nil {
+		key("history")
+		b, first = append(b, '{'), true
+		key("enabled")
+		b = strconv.AppendBool(b, h.Enabled)
+		num("deadband", h.Deadband)
+		str("max_interval", h.MaxInterval, false)
+		b, first = append(b, '}'), false
+	}
+	str("non_finite", tc.NonFinite, false)
+	str("string_byte_order", tc.StringByteOrder, false)
+	str("encoding", tc.Encoding, false)
+	return append(b, '}')
+}
+
+var (
+	plainRe    = regexp.MustCompile(`^[\p{L}_][\p{L}\p{M}\p{N}_./ -]*$`)
+	durationRe = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h|d)$`)
+	yamlWords  = map[string]bool{"true": true, "false": true, "yes": true, "no": true, "on": true, "off": true,
+		"y": true, "n": true, "null": true}
+)
+
+// appendScalar appends s as a YAML scalar for a flow mapping: plain when
+// it cannot be read as anything but that text (words, paths, durations),
+// else double-quoted with JSON's escapes, which YAML's double-quoted style
+// reads the same (YAML 1.2 §7.3.1).
+func appendScalar(b []byte, s string) []byte {
+	plain := s != "" && s[len(s)-1] != ' ' && !strings.Contains(s, " -") &&
+		((plainRe.MatchString(s) && !yamlWords[strings.ToLower(s)]) || durationRe.MatchString(s))
+	if plain {
+		return append(b, s...)
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(strings.ToValidUTF8(s, "\uFFFD")) // a string always encodes
+	q := bytes.TrimRight(buf.Bytes(), "\n")
+	for _, r := range string(q) {
+		// JSON leaves these as they are; a YAML stream may not hold them
+		// (YAML 1.2 §5.1, c-printable): escape them.
+		if r == 0x7F || (r >= 0x80 && r <= 0x9F) || r == 0xFEFF || r == 0xFFFE || r == 0xFFFF {
+			b = fmt.Appendf(b, "\\u%04X", r)
+			continue
+		}
+		b = utf8.AppendRune(b, r)
+	}
+	return b
+}
+
+// appendFloat appends f as a YAML float (or integer) that reads back as f.
+func appendFloat(b []byte, f float64) []byte {
+	switch {
+	case math.IsNaN(f):
+		return append(b, ".nan"...)
+	case math.IsInf(f, 1):
+		return append(b, ".inf"...)
+	case math.IsInf(f, -1):
+		return append(b, "-.inf"...)
+	}
+	return strconv.AppendFloat(b, f, 'g', -1, 64)
 }
 
 func encodeYAML(n *yaml.Node) ([]byte, error) {
@@ -337,14 +293,145 @@ func encodeYAML(n *yaml.Node) ([]byte, error) {
 }
 
 // UpsertTags returns the project document doc (YAML or JSON; empty for no
-// project) with tags upserted into its tags section by path: a tag whose
-// path the project has replaces that entry in place (keeping its comments),
-// the others are appended in order. Everything else in doc is kept; the
-// result is YAML (comments kept, formatting normalised by yaml.v3).
+// project) with tags upserted into its tags section by path (compared in
+// NFC): a tag whose path the project has replaces that entry in place
+// (keeping the comments before it and on its line), the others are
+// appended in order. Everything else in doc is kept. A block-style YAML
+// document is edited as text, one entry at a time: the rest of it stays as
+// it was, byte for byte, and no node tree of the whole document is built.
+// Other documents (JSON, flow style) are rewritten through yaml.v3 as
+// block YAML (comments kept, formatting normalised).
 func UpsertTags(doc []byte, tags []TagConfig) ([]byte, error) {
+	if out, ok, err := upsertText(doc, tags); ok || err != nil {
+		return out, err
+	}
+	return upsertTree(doc, tags)
+}
+
+// upsertText is UpsertTags on a document that splitTop can split; ok is
+// false for one it cannot edit as text.
+func upsertText(doc []byte, tags []TagConfig) ([]byte, bool, error) {
+	secs, ok := splitTop(doc)
+	if !ok {
+		return nil, false, nil
+	}
+	var tagsSec *section
+	for i := range secs {
+		if secs[i].key == "tags" {
+			tagsSec = &secs[i]
+		}
+	}
+	var items []item
+	indent := 2
+	if tagsSec != nil {
+		if items, indent, ok = splitItems(doc, *tagsSec); !ok {
+			return nil, false, nil
+		}
+		if len(items) == 0 {
+			indent = 2
+		}
+	}
+	// Where each existing path is, and the comment on its entry's line.
+	type entry struct {
+		it      item
+		comment string
+	}
+	byPath := map[string]int{}
+	entries := make([]entry, len(items))
+	for i, it := range items {
+		n, err := parseFragment(doc[it.start:it.end], it.line)
+		if err != nil {
+			return nil, true, fmt.Errorf("project: %w", err)
+		}
+		entries[i].it = it
+		if n == nil || n.Kind != yaml.SequenceNode || len(n.Content) != 1 {
+			continue
+		}
+		e := n.Content[0]
+		entries[i].comment = e.LineComment
+		if e.Kind == yaml.MappingNode {
+			for k := 0; k+1 < len(e.Content); k += 2 {
+				if e.Content[k].Value == "path" {
+					byPath[tagpath.Normalize(e.Content[k+1].Value)] = i
+				}
+			}
+		}
+	}
+	replace := map[int][]byte{}
+	var added [][]byte
+	addedAt := map[string]int{}
+	for _, tc := range tags {
+		b, err := renderItem(tc, indent)
+		if err != nil {
+			return nil, true, err
+		}
+		p := tagpath.Normalize(tc.Path)
+		if i, ok := byPath[p]; ok {
+			if c := entries[i].comment; c != "" {
+				b = append(bytes.TrimRight(b, "\n"), []byte(" "+c+"\n")...)
+			}
+			replace[i] = bytes.TrimRight(b, "\n")
+			continue
+		}
+		if i, ok := addedAt[p]; ok { // a path given twice in tags: the last one wins
+			added[i] = b
+			continue
+		}
+		addedAt[p] = len(added)
+		added = append(added, b)
+	}
+	appended := bytes.Join(added, nil)
+	var out bytes.Buffer
+	out.Grow(len(doc) + len(appended))
+	if tagsSec == nil {
+		out.Write(doc)
+		if len(doc) > 0 && doc[len(doc)-1] != '\n' {
+			out.WriteByte('\n')
+		}
+		out.WriteString("tags:\n")
+		out.Write(appended)
+		return out.Bytes(), true, nil
+	}
+	pos := 0
+	for i, e := range entries {
+		if b, ok := replace[i]; ok {
+			out.Write(doc[pos:e.it.start])
+			out.Write(b)
+			pos = e.it.end
+		}
+	}
+	// New entries go after the last entry of the section (or right after
+	// "tags:" when it has none), before the comments and blank lines that
+	// lead to the next section.
+	insert := tagsSec.start + bytes.IndexByte(doc[tagsSec.start:tagsSec.end], '\n') + 1
+	if bytes.IndexByte(doc[tagsSec.start:tagsSec.end], '\n') < 0 {
+		insert = tagsSec.end
+	}
+	if len(entries) > 0 {
+		last := entries[len(entries)-1].it.end
+		insert = last + 1
+		if last >= len(doc) || doc[last] != '\n' {
+			insert = last
+		}
+	}
+	insert = max(insert, pos)
+	out.Write(doc[pos:insert])
+	if len(appended) > 0 {
+		if out.Len() > 0 && out.Bytes()[out.Len()-1] != '\n' {
+			out.WriteByte('\n')
+		}
+		out.Write(appended)
+	}
+	out.Write(doc[insert:])
+	return out.Bytes(), true, nil
+}
+
+// upsertTree is UpsertTags through yaml.v3's node tree, for documents
+// upsertText cannot edit as text.
+func upsertTree(doc []byte, tags []TagConfig) ([]byte, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(doc, &root); err != nil {
-		return nil, fmt.Errorf("project: %w", err)
+		return nil, fmt.Errorf("project: %w", syntaxError(err))
 	}
 	if len(root.Content) == 0 {
 		root = yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{{Kind: yaml.MappingNode}}}
@@ -379,7 +466,7 @@ func UpsertTags(doc []byte, tags []TagConfig) ([]byte, error) {
 		}
 		for k := 0; k+1 < len(n.Content); k += 2 {
 			if n.Content[k].Value == "path" {
-				idx[n.Content[k+1].Value] = i
+				idx[tagpath.Normalize(n.Content[k+1].Value)] = i
 			}
 		}
 	}
@@ -388,108 +475,15 @@ func UpsertTags(doc []byte, tags []TagConfig) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		if i, ok := idx[tc.Path]; ok {
+		p := tagpath.Normalize(tc.Path)
+		if i, ok := idx[p]; ok {
 			old := seq.Content[i]
 			n.HeadComment, n.LineComment, n.FootComment = old.HeadComment, old.LineComment, old.FootComment
 			seq.Content[i] = n
 			continue
 		}
-		idx[tc.Path] = len(seq.Content)
+		idx[p] = len(seq.Content)
 		seq.Content = append(seq.Content, n)
 	}
 	return encodeYAML(&root)
-}
-
-// ProjectDiff says what a new project changes against the running one:
-// device and tag names added, changed (any key) and removed, each sorted,
-// and the other sections whose content differs (scripts, connections,
-// named_queries, message_handlers, flows, views, users).
-type ProjectDiff struct {
-	DevicesAdded, DevicesChanged, DevicesRemoved []string
-	TagsAdded, TagsChanged, TagsRemoved          []string
-	Sections                                     []string
-}
-
-// DiffProjects compares two projects (old may be empty). Lines and file
-// names do not count; device configs compare by driver and keys.
-func DiffProjects(old, new *Project) ProjectDiff {
-	var d ProjectDiff
-	od := map[string]DeviceConfig{}
-	for _, x := range old.Devices {
-		od[x.Name] = x
-	}
-	nd := map[string]bool{}
-	for _, x := range new.Devices {
-		nd[x.Name] = true
-		o, ok := od[x.Name]
-		switch {
-		case !ok:
-			d.DevicesAdded = append(d.DevicesAdded, x.Name)
-		case o.Driver != x.Driver || !bytes.Equal(o.Raw, x.Raw):
-			d.DevicesChanged = append(d.DevicesChanged, x.Name)
-		}
-	}
-	for _, x := range old.Devices {
-		if !nd[x.Name] {
-			d.DevicesRemoved = append(d.DevicesRemoved, x.Name)
-		}
-	}
-	ot := map[string]TagConfig{}
-	for _, x := range old.Tags {
-		x.Line = 0
-		ot[x.Path] = x
-	}
-	nt := map[string]bool{}
-	for _, x := range new.Tags {
-		nt[x.Path] = true
-		x.Line = 0
-		o, ok := ot[x.Path]
-		switch {
-		case !ok:
-			d.TagsAdded = append(d.TagsAdded, x.Path)
-		case !reflect.DeepEqual(o, x):
-			d.TagsChanged = append(d.TagsChanged, x.Path)
-		}
-	}
-	for _, x := range old.Tags {
-		if !nt[x.Path] {
-			d.TagsRemoved = append(d.TagsRemoved, x.Path)
-		}
-	}
-	if !reflect.DeepEqual(old.Scripts, new.Scripts) && (len(old.Scripts) > 0 || len(new.Scripts) > 0) {
-		d.Sections = append(d.Sections, "scripts")
-	}
-	for _, s := range []struct {
-		name     string
-		old, new []yaml.Node
-	}{
-		{"connections", old.Connections, new.Connections},
-		{"named_queries", old.NamedQueries, new.NamedQueries},
-		{"message_handlers", old.MessageHandlers, new.MessageHandlers},
-		{"flows", old.Flows, new.Flows},
-		{"views", old.Views, new.Views},
-		{"users", old.Users, new.Users},
-	} {
-		if !sameNodes(s.old, s.new) {
-			d.Sections = append(d.Sections, s.name)
-		}
-	}
-	for _, l := range []*[]string{&d.DevicesAdded, &d.DevicesChanged, &d.DevicesRemoved, &d.TagsAdded, &d.TagsChanged, &d.TagsRemoved} {
-		slices.Sort(*l)
-	}
-	return d
-}
-
-// sameNodes compares YAML sections by content (not position or style).
-func sameNodes(a, b []yaml.Node) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		var x, y any
-		if a[i].Decode(&x) != nil || b[i].Decode(&y) != nil || !reflect.DeepEqual(x, y) {
-			return false
-		}
-	}
-	return true
 }

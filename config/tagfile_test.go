@@ -8,6 +8,7 @@ import (
 )
 
 func ptr(f float64) *float64 { return &f }
+func iptr(i int) *int        { return &i }
 
 func TestParseScale_Forms(t *testing.T) {
 	tests := []struct {
@@ -16,8 +17,8 @@ func TestParseScale_Forms(t *testing.T) {
 		wantErr string
 	}{
 		{in: "0.1", want: &ScaleConf{Factor: ptr(0.1)}},
-		{in: "0.1:-40", want: &ScaleConf{Factor: ptr(0.1), Offset: -40}},
-		{in: " 2 : 5 ", want: &ScaleConf{Factor: ptr(2), Offset: 5}},
+		{in: "0.1:-40", want: &ScaleConf{Factor: ptr(0.1), Offset: ptr(-40)}},
+		{in: " 2 : 5 ", want: &ScaleConf{Factor: ptr(2), Offset: ptr(5)}},
 		{in: "0:27648:0:100", want: &ScaleConf{Raw: []float64{0, 27648}, Eng: []float64{0, 100}}},
 		{in: "1e3:4:-1:1", want: &ScaleConf{Raw: []float64{1000, 4}, Eng: []float64{-1, 1}}},
 		{in: "x", wantErr: `scale "x": want factor, factor:offset or rawlo:rawhi:englo:enghi`},
@@ -55,7 +56,7 @@ func TestParseTagsCSV_Rows(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []TagConfig{
-		{Path: "Line1/Speed", Device: "plc1", Address: "HR100", Type: "float32", Scale: &ScaleConf{Factor: ptr(0.1), Offset: -40},
+		{Path: "Line1/Speed", Device: "plc1", Address: "HR100", Type: "float32", Scale: &ScaleConf{Factor: ptr(0.1), Offset: ptr(-40)},
 			Description: "spindle, main", Scan: "500ms", Line: 3},
 		{Path: "Line1/Run", Device: "plc1", Address: "CO1", Type: "bool", ReadOnly: true, Description: "two\nlines", Line: 5},
 		{Path: "Line1/Temp", Device: "plc1", Address: "IR3", Type: "int16", Scale: &ScaleConf{Raw: []float64{0, 27648}, Eng: []float64{0, 100}}, Line: 7},
@@ -124,7 +125,7 @@ var roundTripTags = []TagConfig{
 		Scale: &ScaleConf{Factor: ptr(0.1)}, Units: "rpm", WriteLevel: "supervise", Description: `quoted "x", comma`},
 	{Path: "Line1/Pump/Run", Device: "plc1", Address: "CO3", Type: "bool", ReadOnly: true},
 	{Path: "Line1/Level", Device: "plc1", Address: "IR7", Type: "int16", Scale: &ScaleConf{Raw: []float64{0, 27648}, Eng: []float64{0, 100}}},
-	{Path: "Line1/Offset", Device: "plc1", Address: "HR9", Type: "int16", Scale: &ScaleConf{Factor: ptr(0.5), Offset: -3}},
+	{Path: "Line1/Offset", Device: "plc1", Address: "HR9", Type: "int16", Scale: &ScaleConf{Factor: ptr(0.5), Offset: ptr(-3)}},
 	{Path: "Line1/Set point", Device: "sim", Address: "memory", Type: "float64", Description: "multi\nline"},
 }
 
@@ -147,8 +148,8 @@ func TestFormatTagsCSV_RoundTrip(t *testing.T) {
 
 func TestFormatTagsYAML_RoundTrip(t *testing.T) {
 	tags := append([]TagConfig{}, roundTripTags...)
-	tags = append(tags, TagConfig{Path: "Line1/H", Device: "plc1", Address: "HR1", Type: "int16", UnitID: 3,
-		Deadband: &DeadbandConf{Absolute: 0.5}, History: &HistoryConf{Enabled: true, MaxInterval: "60s"}})
+	tags = append(tags, TagConfig{Path: "Line1/H", Device: "plc1", Address: "HR1", Type: "int16", UnitID: iptr(3),
+		Deadband: &DeadbandConf{Absolute: ptr(0.5)}, History: &HistoryConf{Enabled: true, MaxInterval: "60s"}})
 	b, err := FormatTagsYAML(tags)
 	if err != nil {
 		t.Fatal(err)

@@ -112,11 +112,13 @@ type HistorySeries struct {
 
 // HistoryPoint is one raw sample, or one interval's aggregate stamped with
 // the interval's start (Quality Good, or Uncertain when bad samples were
-// left out of it).
+// left out of it). StatusCode is a raw sample's OPC UA status code (0 for
+// aggregates), so that a status change alone shows in history.
 type HistoryPoint struct {
-	Time    time.Time
-	Value   value.Value
-	Quality value.Quality
+	Time       time.Time
+	Value      value.Value
+	Quality    value.Quality
+	StatusCode uint32
 }
 
 // Var is one stored var: its key and JSON value.

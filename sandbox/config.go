@@ -9,7 +9,9 @@ import (
 )
 
 // Config is the python section of the daemon config (DESIGN.md, "Daemon
-// config"). Zero limits are unset and not applied; Health says so.
+// config"). The worker limits are on by default (DefaultConfig: 256 MiB,
+// 64 processes and threads, 1 core); a zero limit is off, which the daemon
+// config says only as python.<limit>: unlimited, and Health says so.
 type Config struct {
 	// PythonPath names the interpreter (python.path; PYTHON_PATH overrides
 	// it, see ApplyEnv). It is resolved once, at Start.
@@ -26,11 +28,11 @@ type Config struct {
 	GatewayTimeout struct{ Default, Min, Max time.Duration }
 	// NodeTimeout is the timeout of Python nodes in flows (RunNode).
 	NodeTimeout time.Duration
-	// MemoryMax is the memory limit of one worker in bytes (0: unset).
+	// MemoryMax is the memory limit of one worker in bytes (0: off).
 	MemoryMax int64
-	// PidsMax is the limit of processes and threads of one worker (0: unset).
+	// PidsMax is the limit of processes and threads of one worker (0: off).
 	PidsMax int
-	// CPUMax is the CPU limit of one worker in cores (0: unset).
+	// CPUMax is the CPU limit of one worker in cores (0: off).
 	CPUMax float64
 	// RecycleAfterRuns replaces a worker after that many runs (0: never).
 	RecycleAfterRuns int
@@ -52,10 +54,20 @@ type Config struct {
 // DefaultPythonPath is the bundled runtime's interpreter on the appliance.
 const DefaultPythonPath = "/usr/lib/qubiq/current/python/bin/python3"
 
+// Worker limits when the config names none (DESIGN.md, Daemon config: safe
+// defaults; docs/limits.md): a script cannot take a small appliance, and
+// the daemon with it, by allocating or starting threads without bound.
+const (
+	DefaultMemoryMax = 256 << 20 // bytes per worker
+	DefaultPidsMax   = 64        // processes and threads per worker
+	DefaultCPUMax    = 1.0       // cores per worker
+)
+
 // DefaultConfig returns the defaults of DESIGN.md's daemon config: 2
 // replicas, gateway timeout 10s clamped to [10ms, 10m], node timeout 60s,
-// recycling after 1000 runs or above 192 MiB, a queue of 256, no limits set,
-// no package index, every hardening layer auto.
+// the worker limits DefaultMemoryMax, DefaultPidsMax and DefaultCPUMax,
+// recycling after 1000 runs or above 192 MiB, a queue of 256, no package
+// index, every hardening layer auto.
 func DefaultConfig() Config {
 	var c Config
 	c.PythonPath = DefaultPythonPath
@@ -64,6 +76,7 @@ func DefaultConfig() Config {
 	c.GatewayTimeout.Min = 10 * time.Millisecond
 	c.GatewayTimeout.Max = 10 * time.Minute
 	c.NodeTimeout = 60 * time.Second
+	c.MemoryMax, c.PidsMax, c.CPUMax = DefaultMemoryMax, DefaultPidsMax, DefaultCPUMax
 	c.RecycleAfterRuns = 1000
 	c.RecycleAboveMemory = 192 << 20
 	c.Queue = 256
@@ -150,4 +163,20 @@ func (c Config) clampTimeout(ms int) time.Duration {
 	}
 	d := time.Duration(ms) * time.Millisecond
 	return min(max(d, g.Min), g.Max)
+}
+
+// OffLimits names the worker limits that are off (python.memory_max,
+// python.pids_max, python.cpu_max set to unlimited), for health.
+func (c Config) OffLimits() []string {
+	var off []string
+	if c.MemoryMax == 0 {
+		off = append(off, "memory_max")
+	}
+	if c.PidsMax == 0 {
+		off = append(off, "pids_max")
+	}
+	if c.CPUMax == 0 {
+		off = append(off, "cpu_max")
+	}
+	return off
 }

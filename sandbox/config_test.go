@@ -57,3 +57,20 @@ func TestConfig_ClampTimeout(t *testing.T) {
 		}
 	}
 }
+
+// Workers are limited unless the config says otherwise: 256 MiB, 64
+// processes and threads, 1 core; health names the limits that are off.
+func TestConfig_DefaultLimitsAndHealthNamesOffOnes(t *testing.T) {
+	d := DefaultConfig()
+	if d.MemoryMax != 256<<20 || d.PidsMax != 64 || d.CPUMax != 1.0 || len(d.OffLimits()) != 0 {
+		t.Fatalf("defaults %d %d %v, off %v", d.MemoryMax, d.PidsMax, d.CPUMax, d.OffLimits())
+	}
+	d.PidsMax, d.CPUMax = 0, 0
+	if got := strings.Join(d.OffLimits(), ","); got != "pids_max,cpu_max" {
+		t.Fatalf("off %q", got)
+	}
+	mem, pids, cpu := limitStates("cgroup2", []string{"memory", "pids", "cpu"}, d, false)
+	if !strings.HasPrefix(mem, "enforced") || pids != "off (python.pids_max: unlimited)" || cpu != "off (python.cpu_max: unlimited)" {
+		t.Fatalf("health states %q %q %q", mem, pids, cpu)
+	}
+}

@@ -9,7 +9,7 @@ import (
 )
 
 // Health is the sandbox part of GET /health (DESIGN.md, REST): the isolation
-// mode, the limits in force (null: unset, not applied), the hardening
+// mode, the limits in force (null: off, python.<limit>: unlimited), the hardening
 // layers, the Python runtime, the linter ("ruff" or "syntax-only") and the
 // pool's counters. Reasons say what is wrong when anything is.
 type Health struct {
@@ -27,8 +27,10 @@ type Health struct {
 }
 
 // HealthLimits are the per-worker limits: memory in bytes, pids, CPU in
-// cores; nil when unset. Memory, Pids and CPU say how each is enforced:
-// "enforced" (with the mechanism in parentheses), "unset", or
+// cores; nil when off. Memory, Pids and CPU say how each is enforced:
+// "enforced" (with the mechanism in parentheses), "off (python.<limit>:
+// unlimited)" (the limits are on by default, so only the config turns one
+// off), or
 // "unavailable: <why>" when this mode cannot enforce it at all (in rlimit
 // mode pids is always unavailable: RLIMIT_NPROC counts per user and does not
 // bind root). OOMDetection names how OOM kills are seen ("memory.events",
@@ -168,12 +170,13 @@ func limitStates(mode cgroup.Mode, controllers []string, cfg Config, root bool) 
 		}
 		return false
 	}
+	key := map[string]string{"memory": "memory_max", "pids": "pids_max", "cpu": "cpu_max"}
 	state := func(set bool, ctrl, how string) string {
 		switch {
 		case !has(ctrl):
 			return StateUnavailable + ": no " + ctrl + " controller in " + string(mode)
 		case !set:
-			return "unset"
+			return "off (python." + key[ctrl] + ": unlimited)"
 		}
 		return "enforced (" + how + ")"
 	}
@@ -187,7 +190,7 @@ func limitStates(mode cgroup.Mode, controllers []string, cfg Config, root bool) 
 			state(cfg.PidsMax > 0, "pids", "pids.max"),
 			state(cfg.CPUMax > 0, "cpu", "cpu.cfs_quota_us")
 	case cgroup.ModeRlimit:
-		mem = "unset"
+		mem = "off (python.memory_max: unlimited)"
 		if cfg.MemoryMax > 0 {
 			mem = "enforced (RLIMIT_AS " + strconv.FormatInt(4*cfg.MemoryMax, 10) + " bytes of address space)"
 		}

@@ -144,6 +144,10 @@ func (f *fakeServices) callsOf(method string) []fakeCall {
 func testConfig(t *testing.T) Config {
 	t.Helper()
 	c := DefaultConfig()
+	// The worker limits are off unless a test sets them (python.*:
+	// unlimited): the limits tests set their own, and DefaultConfig's are
+	// tested in config_test.go.
+	c.MemoryMax, c.PidsMax, c.CPUMax = 0, 0, 0
 	c.PythonPath = testPython()
 	c.DataDir = t.TempDir()
 	c.Replicas = 2

@@ -23,7 +23,9 @@ import (
 //	[4]  count of samples, big-endian
 //	then count samples, each
 //	  varint  time delta from the previous sample (the first from first), zigzag
-//	  [1]     quality (value.Quality)
+//	  [1]     quality (value.Quality); with its top bit set a uvarint
+//	          raw status code follows (OPC UA; absent when 0, so blocks
+//	          written before status codes were kept read unchanged)
 //	  [1]     value kind (hk* below), then the value's bytes
 //
 // A persisted block is sorted by time, and blocks of one tag do not
@@ -66,11 +68,43 @@ func timeKey(ns int64) []byte {
 // keyTime decodes timeKey.
 func keyTime(k []byte) int64 { return int64(binary.BigEndian.Uint64(k) ^ (1 << 63)) }
 
-// sample is one recorded value: unix nanoseconds, quality, value.
+// sample is one recorded value: unix nanoseconds, quality, raw status
+// code, value.
 type sample struct {
-	t int64
-	q value.Quality
-	v value.Value
+	t  int64
+	q  value.Quality
+	sc uint32
+	v  value.Value
+}
+
+// qualityHasCode is the flag bit of a quality byte followed by a status
+// code; value.Quality uses the low 7 bits.
+const qualityHasCode = 0x80
+
+// appendQuality appends a sample's quality byte, and its status code when
+// it has one.
+func appendQuality(b []byte, q value.Quality, sc uint32) []byte {
+	if sc == 0 {
+		return append(b, byte(q))
+	}
+	return binary.AppendUvarint(append(b, byte(q)|qualityHasCode), uint64(sc))
+}
+
+// readQuality decodes appendQuality's bytes at the start of b and returns
+// the quality, the status code and the bytes used.
+func readQuality(b []byte) (value.Quality, uint32, int, error) {
+	if len(b) == 0 {
+		return 0, 0, 0, errBlockCorrupt
+	}
+	q := value.Quality(b[0] &^ qualityHasCode)
+	if b[0]&qualityHasCode == 0 {
+		return q, 0, 1, nil
+	}
+	sc, n := binary.Uvarint(b[1:])
+	if n <= 0 || sc > 0xFFFFFFFF {
+		return 0, 0, 0, errBlockCorrupt
+	}
+	return q, uint32(sc), 1 + n, nil
 }
 
 // appendHistValue appends v's kind byte and bytes. Values outside value.Value's
@@ -185,7 +219,7 @@ func (bb *blockBuf) add(s sample) error {
 	}
 	d := bb.data
 	d = binary.AppendVarint(d, s.t-bb.prev)
-	d = append(d, byte(s.q))
+	d = appendQuality(d, s.q, s.sc)
 	d, err := appendHistValue(d, s.v)
 	if err != nil {
 		return err
@@ -214,17 +248,20 @@ func eachSample(data []byte, base int64, count int, fn func(sample) bool) error 
 	t := base
 	for i := 0; i < count; i++ {
 		d, n := binary.Varint(data)
-		if n <= 0 || len(data) < n+1 {
+		if n <= 0 {
 			return errBlockCorrupt
 		}
 		t += d
-		q := value.Quality(data[n])
-		v, m, err := readHistValue(data[n+1:])
+		q, sc, qn, err := readQuality(data[n:])
 		if err != nil {
 			return err
 		}
-		data = data[n+1+m:]
-		if !fn(sample{t: t, q: q, v: v}) {
+		v, m, err := readHistValue(data[n+qn:])
+		if err != nil {
+			return err
+		}
+		data = data[n+qn+m:]
+		if !fn(sample{t: t, q: q, sc: sc, v: v}) {
 			return nil
 		}
 	}

@@ -270,43 +270,38 @@ func TestHistory_Query_Invalid(t *testing.T) {
 	}
 }
 
-func TestHistory_Offer_DeadbandQualityMaxInterval(t *testing.T) {
+// TestHistory_StatusCodesRoundTrip: a status change alone is kept as data,
+// through the journal, the replay after a restart and the blocks.
+func TestHistory_StatusCodesRoundTrip(t *testing.T) {
 	db := openTest(t)
-	clk := &fakeClock{t: at(0)}
-	h := openHistTest(t, db, HistoryOptions{now: clk.now, CommitEvery: time.Hour})
-	h.SetPolicies(map[string]HistoryPolicy{
-		"A": {Deadband: 0.5},
-		"B": {MaxInterval: 10 * time.Second},
-	})
-	vqt := func(sec float64, v value.Value, q value.Quality) value.VQT {
-		return value.VQT{Value: v, Quality: q, Time: at(sec)}
-	}
-	h.Offer("A", vqt(1, 10.0, value.Good))
-	h.Offer("A", vqt(2, 10.4, value.Good))            // inside the deadband: skipped
-	h.Offer("A", vqt(3, 10.6, value.Good))            // 0.6 from 10: recorded
-	h.Offer("A", vqt(4, 10.6, value.BadNotConnected)) // quality changed: recorded
-	h.Offer("unconfigured", vqt(1, 1.0, value.Good))  // no policy: not recorded
-	h.Offer("B", vqt(1, 5.0, value.Good))
-	clk.set(at(5))
-	if err := h.Flush(context.Background()); err != nil {
+	h, err := OpenHistory(db, HistoryOptions{CommitEvery: time.Hour, noCloseCheckpoint: true})
+	if err != nil {
 		t.Fatal(err)
 	}
-	clk.set(at(12)) // 11 s since B was recorded: forced again, stamped now
-	if err := h.Flush(context.Background()); err != nil {
+	h.Offer("T", value.VQT{Value: 1.0, Quality: value.Good, Time: at(1)})
+	h.Offer("T", value.VQT{Value: 1.0, Quality: value.Good, StatusCode: 0x00300000, Time: at(2)})
+	h.Offer("T", value.VQT{Value: 1.0, Quality: value.Uncertain, StatusCode: 0x40940000, Time: at(3)})
+	if err := h.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	tr := query(t, h, TrendQuery{Paths: []string{"A", "B", "unconfigured"}, Start: at(0), End: at(20)})
-	if got := pointsString(tr[0].Points); got != "1=10/Good 3=10.6/Good 4=10.6/Bad_NotConnected" {
-		t.Fatalf("A: %s", got)
+	want := "[{1 0} {2 3145728} {3 1083441152}]"
+	codes := func(h *History) string {
+		tr := query(t, h, TrendQuery{Paths: []string{"T"}, Start: at(0), End: at(10)})
+		var out []string
+		for _, p := range tr[0].Points {
+			out = append(out, fmt.Sprintf("{%g %d}", p.Time.Sub(t0).Seconds(), p.StatusCode))
+		}
+		return "[" + strings.Join(out, " ") + "]"
 	}
-	if got := pointsString(tr[1].Points); got != "1=5/Good 12=5/Good" {
-		t.Fatalf("B: %s", got)
+	h2 := openHistTest(t, db, HistoryOptions{}) // replays the journal
+	if got := codes(h2); got != want {
+		t.Fatalf("from the journal: %s, want %s", got, want)
 	}
-	if tr[2].Known {
-		t.Fatal("a tag without history was recorded")
+	if err := h2.Checkpoint(context.Background()); err != nil {
+		t.Fatal(err)
 	}
-	if st := h.Stats(); st.Skipped != 1 || st.Committed != 5 {
-		t.Fatalf("stats %+v; want 1 skipped, 5 committed", st)
+	if got := codes(h2); got != want {
+		t.Fatalf("from the blocks: %s, want %s", got, want)
 	}
 }
 
@@ -451,5 +446,23 @@ func TestHistBlock_RoundTrip(t *testing.T) {
 	}
 	if _, err := appendBlockSamples(nil, []byte{blockVersion, 1, 2}); !errors.Is(err, errBlockCorrupt) {
 		t.Fatalf("short block: %v", err)
+	}
+}
+
+// One sample that cannot be stored (a path bbolt cannot key) never stops
+// the others of its group commit.
+func TestHistory_Commit_BadSampleNeverStopsTheOthers(t *testing.T) {
+	db := openTest(t)
+	h := openHistTest(t, db, HistoryOptions{CommitEvery: time.Hour})
+	huge := strings.Repeat("Bad/one/", 5000) // 40 KB
+	record(t, h, "Good/one", good(1, 1.0))
+	h.Record(huge, good(2, 2.0))
+	record(t, h, "Good/two", good(3, 3.0))
+	tr := query(t, h, TrendQuery{Paths: []string{"Good/one", "Good/two"}, Start: at(0), End: at(10)})
+	if len(tr[0].Points) != 1 || len(tr[1].Points) != 1 {
+		t.Fatalf("good samples lost: %+v", tr)
+	}
+	if st := h.Stats(); st.Rejected != 1 || st.Committed != 2 || st.CommitFailures != 0 {
+		t.Fatalf("stats %+v; want 1 rejected, 2 committed, no failed commit", st)
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -14,10 +16,11 @@ import (
 )
 
 // SaveLastValues stores vals (tag path → VQT) in one transaction, replacing
-// the stored VQT of each path given and leaving other paths alone. Every
-// value is encoded before the transaction starts: a value that cannot be
-// stored (a kind outside value.Value, see encodeVQT) fails the whole call,
-// naming the tag, and nothing is written.
+// the stored VQT of each path given and leaving other paths alone. A value
+// that cannot be stored (a path bbolt cannot key, a kind outside
+// value.Value, see encodeVQT) never stops the others: they are stored, and
+// the error is a *LastValuesError naming each one that was not (wrapping
+// ErrInvalid). Only a failing transaction stores nothing.
 func (db *DB) SaveLastValues(vals map[string]value.VQT) error {
 	if len(vals) == 0 {
 		return nil
@@ -27,33 +30,79 @@ func (db *DB) SaveLastValues(vals map[string]value.VQT) error {
 		v []byte
 	}
 	enc := make([]kv, 0, len(vals))
+	failed := map[string]error{}
 	for path, vqt := range vals {
 		if err := checkKey("tag path", path); err != nil {
-			return err
+			failed[path] = err
+			continue
 		}
 		b, err := encodeVQT(vqt)
 		if err != nil {
-			return fmt.Errorf("store: last value of %q: %w", path, err)
+			failed[path] = fmt.Errorf("%w: %w", err, ErrInvalid)
+			continue
 		}
 		enc = append(enc, kv{path, b})
 	}
-	err := db.update(func(tx *bolt.Tx) error {
-		b, err := bucket(tx, bucketLastValues)
-		if err != nil {
-			return err
-		}
-		for _, e := range enc {
-			if err := b.Put([]byte(e.k), e.v); err != nil {
-				return fmt.Errorf("tag %q: %w", e.k, err)
+	if len(enc) > 0 {
+		err := db.update(func(tx *bolt.Tx) error {
+			b, err := bucket(tx, bucketLastValues)
+			if err != nil {
+				return err
 			}
+			for _, e := range enc {
+				if err := b.Put([]byte(e.k), e.v); err != nil {
+					failed[e.k] = err // bbolt checks before it writes: the rest still goes in
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("store: save last values: %w", err)
 		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("store: save last values: %w", err)
+	}
+	if len(failed) > 0 {
+		return &LastValuesError{Failed: failed}
 	}
 	return nil
 }
+
+// LastValuesError names the last values SaveLastValues could not store;
+// the others of the call were stored.
+type LastValuesError struct {
+	Failed map[string]error // tag path → why
+}
+
+// Error names up to 5 of the tags and why (a long path shortened).
+func (e *LastValuesError) Error() string {
+	paths := e.FailedPaths()
+	var b strings.Builder
+	fmt.Fprintf(&b, "store: %d last value(s) not stored (the others were):", len(paths))
+	for i, p := range paths {
+		if i == 5 {
+			fmt.Fprintf(&b, " and %d more", len(paths)-5)
+			break
+		}
+		shown := p
+		if len(shown) > 80 {
+			shown = shown[:80] + "…"
+		}
+		fmt.Fprintf(&b, " %q: %v;", shown, e.Failed[p])
+	}
+	return strings.TrimSuffix(b.String(), ";")
+}
+
+// FailedPaths returns the paths not stored, sorted.
+func (e *LastValuesError) FailedPaths() []string {
+	out := make([]string, 0, len(e.Failed))
+	for p := range e.Failed {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Unwrap returns ErrInvalid: the refused values are the caller's.
+func (e *LastValuesError) Unwrap() error { return ErrInvalid }
 
 // LoadLastValues returns every stored last value, by tag path. A record that
 // cannot be decoded fails the call with an error naming the tag.

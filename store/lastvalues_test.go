@@ -107,34 +107,40 @@ func TestDB_SaveLastValues_Upsert(t *testing.T) {
 	}
 }
 
-// A value that cannot be stored fails the whole call, naming the tag, and
-// nothing of the batch is written.
-func TestDB_SaveLastValues_BadValueWritesNothing(t *testing.T) {
+// A value that cannot be stored never stops the others: they are stored,
+// and the error names the tag that was not (a 40 KB path made bbolt refuse
+// the whole batch once, and no tag's value persisted).
+func TestDB_SaveLastValues_BadValueNeverStopsTheOthers(t *testing.T) {
 	for _, tc := range []struct {
 		name string
+		path string
 		v    value.Value
 	}{
-		{"struct", struct{ X int }{1}},
-		{"map", map[string]any{"a": 1}},
-		{"NaN among ints", []any{int64(1), math.NaN()}},
-		{"NaN beside the string NaN", []any{"NaN", math.NaN()}},
+		{"struct", "Bad/one", struct{ X int }{1}},
+		{"map", "Bad/one", map[string]any{"a": 1}},
+		{"NaN among ints", "Bad/one", []any{int64(1), math.NaN()}},
+		{"NaN beside the string NaN", "Bad/one", []any{"NaN", math.NaN()}},
+		{"40 KB path", strings.Repeat("Bad/one/", 5000), int64(2)},
+		{"empty path", "", int64(2)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db := storetest.MustOpen(t)
 			err := db.SaveLastValues(map[string]value.VQT{
 				"Good/one": {Value: int64(1), Quality: value.Good},
-				"Bad/one":  {Value: tc.v, Quality: value.Good},
+				tc.path:    {Value: tc.v, Quality: value.Good},
+				"Good/two": {Value: "x", Quality: value.Good},
 			})
-			if err == nil || !strings.Contains(err.Error(), `"Bad/one"`) {
-				t.Fatalf("err = %v, want an error naming Bad/one", err)
+			var lve *store.LastValuesError
+			if !errors.As(err, &lve) || len(lve.Failed) != 1 || lve.Failed[tc.path] == nil || !errors.Is(err, store.ErrInvalid) {
+				t.Fatalf("err = %v, want a LastValuesError naming only the bad value", err)
 			}
-			if got, err := db.LoadLastValues(); err != nil || len(got) != 0 {
-				t.Errorf("stored %v, %v; want nothing", got, err)
+			if len(tc.path) < 100 && !strings.Contains(err.Error(), `"`+tc.path+`"`) {
+				t.Errorf("err %q does not name %q", err, tc.path)
+			}
+			got, err := db.LoadLastValues()
+			if err != nil || len(got) != 2 || got["Good/one"].Value != int64(1) || got["Good/two"].Value != "x" {
+				t.Errorf("stored %v, %v; want both good values", got, err)
 			}
 		})
-	}
-	db := storetest.MustOpen(t)
-	if err := db.SaveLastValues(map[string]value.VQT{"": {}}); !errors.Is(err, store.ErrInvalid) {
-		t.Errorf("empty tag path: %v, want ErrInvalid", err)
 	}
 }

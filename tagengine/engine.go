@@ -23,11 +23,16 @@ import (
 
 	"qubiq.dev/edge/auth"
 	"qubiq.dev/edge/device"
+	"qubiq.dev/edge/tagpath"
 	"qubiq.dev/edge/value"
 )
 
 // LastValueSink persists the last VQT of tags so that a restart can serve
-// them as Uncertain_LastUsableValue (DESIGN.md, Quality).
+// them as Uncertain_LastUsableValue (DESIGN.md, Quality). A value it
+// cannot store must not stop the others: it stores them and returns an
+// error with a FailedPaths() []string method naming the ones it did not
+// (the engine does not retry those); any other error means nothing was
+// stored, and the engine retries at the next flush.
 type LastValueSink interface {
 	SaveLastValues(vals map[string]value.VQT) error
 }
@@ -105,6 +110,7 @@ type WriteResult struct {
 type Change struct {
 	Path string
 	value.VQT
+	record bool // passes the tag's history policy (SubscribeHistory)
 }
 
 type tagState struct {
@@ -117,6 +123,7 @@ type tagState struct {
 	// the device has not answered yet: bad reads keep it
 	// Uncertain_LastUsableValue (DESIGN.md, Quality).
 	seeded bool
+	hist   histState // the history policy's memory (history.go)
 }
 
 type group struct {
@@ -146,6 +153,9 @@ type Engine struct {
 	// driver still pushes into this engine is not published.
 	retired atomic.Bool
 
+	now         func() time.Time // the gateway's clock (tests set it)
+	histSkipped atomic.Uint64
+
 	polled    int          // groups with a scan loop; set by Start
 	progress  atomic.Int64 // unix nanos of the last completed scan
 	scans     atomic.Uint64
@@ -161,6 +171,7 @@ type subRegistry struct {
 	sync.Mutex
 	next int
 	m    map[int]*subscriber
+	hist map[int]*subscriber // SubscribeHistory
 }
 
 type subscriber struct {
@@ -184,13 +195,13 @@ func New(cfg Config, devices map[string]device.Driver, tags []Tag) (*Engine, err
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	e := &Engine{cfg: cfg, log: cfg.Logger, devices: devices, tags: map[string]*tagState{}}
-	e.subs = &subRegistry{m: map[int]*subscriber{}}
+	e := &Engine{cfg: cfg, log: cfg.Logger, devices: devices, tags: map[string]*tagState{}, now: time.Now}
+	e.subs = &subRegistry{m: map[int]*subscriber{}, hist: map[int]*subscriber{}}
 	var errs []error
 	groups := map[string]*group{}
 	for _, t := range tags {
-		if !ValidPath(t.Path) {
-			errs = append(errs, fmt.Errorf("tag %q: invalid path (segments of letters, digits, _ - . and space)", t.Path))
+		if err := tagpath.Check(t.Path); err != nil {
+			errs = append(errs, err)
 			continue
 		}
 		if _, dup := e.tags[t.Path]; dup {
@@ -248,9 +259,9 @@ func (e *Engine) Seed(vals map[string]value.VQT) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for p, v := range vals {
-		st, ok := e.tags[p]
-		if !ok || v.Value == nil {
-			continue
+		st, ok := e.lookup(p)
+		if !ok || v.Value == nil || (!st.tag.PassNonFinite && value.NonFinite(v.Value) != "") {
+			continue // nothing usable to serve (a NaN stored before the tag refused them)
 		}
 		if r, ok := e.devices[st.tag.Device].(device.Restorer); ok {
 			raw := v.Value
@@ -386,7 +397,15 @@ func (e *Engine) update(st *tagState, v value.VQT) (Change, bool) {
 		v.Time = time.Now().UTC()
 	}
 	if v.Quality.IsGood() || v.Quality.IsUncertain() {
+		raw := v.Value
 		v.Value = st.tag.Scale.ToEng(v.Value)
+		v = nonFinite(v, raw, st.tag.PassNonFinite)
+	}
+	if v.Quality.IsGood() && v.Value == nil {
+		// A Good reading with no value (an OPC UA Null variant) would read
+		// as "no value" with Good: the contract keeps null for qualities
+		// other than Good.
+		v.Quality, v.Reason = value.Uncertain, joinReason(v.Reason, "the device sent no value (null)")
 	}
 	old := st.cur
 	if st.seeded {
@@ -402,17 +421,68 @@ func (e *Engine) update(st *tagState, v value.VQT) (Change, bool) {
 		// REST: value is the last known value when quality is not Good).
 		v.Value = old.Value
 	}
-	if old.Quality == v.Quality && old.Reason == v.Reason && !st.tag.Deadband.Exceeded(old.Value, v.Value) {
+	// A change of quality, of the raw status code alone (OPC UA Good →
+	// Good_Clamped → Good with the same value) or of the reason is a
+	// change; the deadband only holds back a value whose status stayed.
+	if old.Quality == v.Quality && old.StatusCode == v.StatusCode && old.Reason == v.Reason &&
+		!st.tag.Deadband.Exceeded(old.Value, v.Value) {
 		return Change{}, false
 	}
 	st.cur = v
 	st.dirty = true
-	return Change{Path: st.tag.Path, VQT: v}, true
+	return Change{Path: st.tag.Path, VQT: v, record: e.recordable(st, v)}, true
 }
 
+func joinReason(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+// nonFinite turns a Good or Uncertain reading v whose (scaled) value holds
+// NaN or ±Inf into Bad_OutOfRange with a reason naming what came back (raw
+// is the driver's value before scaling), the last known value kept: JSON
+// has no number for it, and a Good reading with no usable value would be
+// indistinguishable from "no value". OPC UA Part 4 §7.34 Bad_OutOfRange,
+// "the value was out of range", is the code for a value outside every
+// engineering range; Uncertain would claim the value is usable. A tag that
+// opts in (pass, tag option non_finite: pass) keeps the non-finite value,
+// as Uncertain with the same reason: consumers that can hold it (history,
+// last values, a driver write) get it, and JSON shows null, which the
+// contract allows for a quality other than Good (docs/values.md). The raw
+// status code is kept.
+func nonFinite(v value.VQT, raw value.Value, pass bool) value.VQT {
+	what := value.NonFinite(v.Value)
+	if what == "" {
+		return v
+	}
+	reason := "the device sent " + what + " (not a finite number)"
+	if value.NonFinite(raw) == "" {
+		reason = "the scaled value is " + what + " (the raw value overflowed the scale)"
+	}
+	if pass {
+		return value.VQT{Value: v.Value, Quality: value.Uncertain, Reason: reason + "; kept (non_finite: pass)",
+			Time: v.Time, StatusCode: v.StatusCode, ServerTime: v.ServerTime}
+	}
+	return value.VQT{Quality: value.BadOutOfRange, Reason: reason + "; tag option non_finite: pass keeps it as Uncertain",
+		Time: v.Time, StatusCode: v.StatusCode, ServerTime: v.ServerTime}
+}
+
+// publish hands changes to the subscribers, and those that pass their
+// tag's history policy to the history subscribers.
 func (e *Engine) publish(changes []Change) {
 	if e.retired.Load() {
 		return
+	}
+	var hist []Change
+	for _, c := range changes {
+		if c.record {
+			hist = append(hist, c)
+		}
+	}
+	if len(hist) > 0 {
+		e.publishHistory(hist)
 	}
 	e.subs.Lock()
 	defer e.subs.Unlock()
@@ -459,6 +529,7 @@ func (e *Engine) flushLoop(ctx context.Context) {
 			if err := e.flush(); err != nil {
 				e.log.Error("persist last values failed", slog.Any("err", err))
 			}
+			e.forceHistory()
 			if e.polled == 0 {
 				// Only pushed values: this loop's own progress is the proof.
 				e.progress.Store(time.Now().UnixNano())
@@ -484,14 +555,31 @@ func (e *Engine) flush() error {
 		return nil
 	}
 	if err := e.cfg.LastValues.SaveLastValues(vals); err != nil {
-		e.mu.Lock()
-		for p := range vals {
-			e.tags[p].dirty = true
-		}
-		e.mu.Unlock()
+		var partial interface{ FailedPaths() []string }
+		if !errors.As(err, &partial) {
+			// Nothing was stored: try again at the next flush.
+			e.mu.Lock()
+			for p := range vals {
+				e.tags[p].dirty = true
+			}
+			e.mu.Unlock()
+		} // else the others were stored, and the failed ones cannot be: no retry loop
 		return fmt.Errorf("save last values: %w", err)
 	}
 	return nil
+}
+
+// lookup returns the tag at path p, compared in NFC (tagpath.Normalize):
+// every front door that names a tag by its path finds the same tag for
+// "Kühlung" typed precomposed or decomposed.
+func (e *Engine) lookup(p string) (*tagState, bool) {
+	st, ok := e.tags[p]
+	if !ok {
+		if n := tagpath.Normalize(p); n != p {
+			st, ok = e.tags[n]
+		}
+	}
+	return st, ok
 }
 
 // Progress returns when a scan last completed (Start counts as progress).
@@ -540,10 +628,10 @@ func (e *Engine) Read(g auth.Grant, paths []string) ([]Result, error) {
 	defer e.mu.RUnlock()
 	for i, p := range paths {
 		out[i].Path = p
-		switch st, ok := e.tags[p]; {
+		switch st, ok := e.lookup(p); {
 		case !ok:
 			out[i].VQT = value.Bad(value.BadNodeIDUnknown, "unknown tag", now)
-		case !g.AllowsPath(p):
+		case !g.AllowsPath(st.tag.Path):
 			out[i].VQT = value.Bad(value.BadUserAccessDenied, "path outside the allowed prefixes", now)
 		default:
 			out[i].VQT = st.cur

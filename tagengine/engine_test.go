@@ -94,7 +94,7 @@ func newEngine(t *testing.T, cfg Config) (*Engine, *fakeDriver) {
 }
 
 func TestDeps_Tagengine(t *testing.T) {
-	deptest.OnlyProject(t, "qubiq.dev/edge/tagengine", "qubiq.dev/edge/device!", "qubiq.dev/edge/value", "qubiq.dev/edge/auth")
+	deptest.OnlyProject(t, "qubiq.dev/edge/tagengine", "qubiq.dev/edge/device!", "qubiq.dev/edge/value", "qubiq.dev/edge/auth", "qubiq.dev/edge/tagpath")
 }
 
 // TestEngine_Write_ScopeAndLevelMatrix walks every combination of scope

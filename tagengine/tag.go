@@ -3,7 +3,6 @@ package tagengine
 import (
 	"fmt"
 	"math"
-	"regexp"
 	"time"
 
 	"qubiq.dev/edge/auth"
@@ -24,13 +23,24 @@ type Tag struct {
 	Description string
 	Deadband    Deadband
 	Scale       Scale
+	// History is the tag's history recording policy; nil: not recorded.
+	History *HistoryPolicy
+	// PassNonFinite keeps NaN and ±Inf readings as Uncertain values (tag
+	// option non_finite: pass) and lets them be written. Without it a
+	// non-finite reading is Bad_OutOfRange with the last known value, and a
+	// non-finite write is refused (docs/values.md).
+	PassNonFinite bool
 }
 
 // DefaultScan is the scan period of a tag that names none.
 const DefaultScan = time.Second
 
-// Deadband suppresses changes smaller than Absolute (engineering units) or
-// than Percent of the last value's magnitude. Zero values disable it.
+// Deadband suppresses changes of a number smaller than Absolute
+// (engineering units) or than Percent of the last value's magnitude. Zero
+// values disable it. It applies to numbers only: a bool or string change,
+// and any change of kind, always passes, so every state change of a bool
+// reaches subscribers and history (the project file refuses a deadband on
+// a bool or string tag; an OPC UA auto tag may still turn out to be one).
 type Deadband struct {
 	Absolute float64
 	Percent  float64
@@ -42,8 +52,8 @@ func (d Deadband) Exceeded(old, new value.Value) bool {
 	if value.Equal(old, new) {
 		return false
 	}
-	o, ok1 := value.ToFloat(old)
-	n, ok2 := value.ToFloat(new)
+	o, ok1 := number(old)
+	n, ok2 := number(new)
 	if !ok1 || !ok2 || math.IsNaN(o) || math.IsNaN(n) {
 		return true
 	}
@@ -55,6 +65,16 @@ func (d Deadband) Exceeded(old, new value.Value) bool {
 		return false
 	}
 	return true
+}
+
+// number returns v as a float64 when v is a number (an integer or a float;
+// never a bool, a string or an array).
+func number(v value.Value) (float64, bool) {
+	switch value.Normalize(v).(type) {
+	case int64, uint64, float64, value.BigInt:
+		return value.ToFloat(v)
+	}
+	return 0, false
 }
 
 // Scale is the linear map raw → engineering: eng = raw × Factor + Offset.
@@ -115,9 +135,3 @@ func (s Scale) factor() float64 {
 	}
 	return s.Factor
 }
-
-var pathRe = regexp.MustCompile(`^[A-Za-z0-9_.\- ]+(/[A-Za-z0-9_.\- ]+)*$`)
-
-// ValidPath reports whether p is a tag path: segments of letters, digits,
-// '_', '-', '.' and space, separated by '/' (DESIGN.md, Tags and addresses).
-func ValidPath(p string) bool { return pathRe.MatchString(p) }

@@ -17,7 +17,7 @@ import (
 func (e *Engine) WriteLevels(_ context.Context, paths []string) (map[string]auth.Level, error) {
 	out := make(map[string]auth.Level, len(paths))
 	for _, p := range paths {
-		if st, ok := e.tags[p]; ok {
+		if st, ok := e.lookup(p); ok {
 			out[p] = st.level
 		} else {
 			out[p] = e.cfg.Baseline
@@ -100,11 +100,11 @@ func (e *Engine) writeOne(ctx context.Context, g auth.Grant, r WriteRequest, lev
 		e.audit(g, "tag.write.refused", r.Path, before, r.Value, q.String(), reason)
 		return res, writeOutcome{}
 	}
-	st, ok := e.tags[r.Path]
+	st, ok := e.lookup(r.Path)
 	if !ok {
 		return refuse(value.BadNodeIDUnknown, "unknown tag", nil)
 	}
-	if !g.AllowsPath(r.Path) {
+	if !g.AllowsPath(st.tag.Path) {
 		return refuse(value.BadUserAccessDenied, "path outside the allowed prefixes", nil)
 	}
 	lvl, ok := levels[r.Path]
@@ -117,16 +117,20 @@ func (e *Engine) writeOne(ctx context.Context, g auth.Grant, r WriteRequest, lev
 	if st.tag.ReadOnly {
 		return refuse(value.BadNotWritable, "tag is read-only", nil)
 	}
+	// The one coercion of the write path (device.Coerce): the driver gets
+	// the value in its tag's type and does not coerce it again.
 	raw, err := st.tag.Scale.ToRaw(value.Normalize(r.Value), st.tag.Point.Type)
 	if err == nil {
-		raw, err = value.Coerce(st.tag.Point.Type, raw)
+		raw, err = device.Coerce(st.tag.Point, raw)
 	}
 	if err != nil {
-		q := value.BadTypeMismatch
-		if errors.Is(err, value.ErrOutOfRange) {
-			q = value.BadOutOfRange
+		if qe := (*device.QualityError)(nil); errors.As(err, &qe) {
+			return refuse(qe.Quality, qe.Reason, nil)
 		}
-		return refuse(q, err.Error(), nil)
+		return refuse(value.CoerceQuality(err), err.Error(), nil) // the scale's refusal
+	}
+	if what := value.NonFinite(raw); what != "" && !st.tag.PassNonFinite {
+		return refuse(value.BadOutOfRange, what+" is not a finite number (tag option non_finite: pass allows it)", nil)
 	}
 	if e.cfg.Audit != nil {
 		if err := e.cfg.Audit.CanAudit(); err != nil {

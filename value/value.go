@@ -206,7 +206,8 @@ var ErrTypeMismatch = fmt.Errorf("type mismatch")
 // normalised Go type for t: bool; int64 for signed integers; uint64 for
 // unsigned; float64 for floats; string. A number outside the range of t wraps
 // ErrOutOfRange; a fractional number for an integer type, or a value of the
-// wrong kind, wraps ErrTypeMismatch. Both errors name the value and the type.
+// wrong kind, wraps ErrTypeMismatch. Both errors name the value and the type;
+// CoerceQuality maps them to a quality.
 func Coerce(t Type, v Value) (Value, error) {
 	v = Normalize(v)
 	switch t {

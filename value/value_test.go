@@ -105,3 +105,57 @@ func TestCoerce_MessagesShowTheValueAsSent(t *testing.T) {
 		})
 	}
 }
+
+func TestCoerceQuality_OneMapping(t *testing.T) {
+	_, oor := Coerce(Int16, 40000)
+	_, mis := Coerce(Int16, "x")
+	cases := []struct {
+		err  error
+		want Quality
+	}{{nil, Good}, {oor, BadOutOfRange}, {mis, BadTypeMismatch},
+		{errors.New("other"), BadTypeMismatch}}
+	for _, c := range cases {
+		if got := CoerceQuality(c.err); got != c.want {
+			t.Errorf("CoerceQuality(%v) = %s, want %s", c.err, got, c.want)
+		}
+	}
+}
+
+func TestNonFinite(t *testing.T) {
+	cases := map[string]Value{
+		"":                 1.5,
+		"NaN":              math.NaN(),
+		"+Inf":             math.Inf(1),
+		"-Inf":             float32(math.Inf(-1)),
+		"element 2 is NaN": []any{1.0, 2.0, math.NaN()},
+		" ":                "NaN", // a string is not a float
+	}
+	for want, v := range cases {
+		if want == " " {
+			want = ""
+		}
+		if got := NonFinite(v); got != want {
+			t.Errorf("NonFinite(%v) = %q, want %q", v, got, want)
+		}
+	}
+}
+
+func TestConforms_WhatCoerceReturns(t *testing.T) {
+	for _, c := range []struct {
+		t  Type
+		in Value
+	}{{Int16, -20}, {Uint16, 65535}, {Float32, 12.3}, {Float64, 1}, {Bool, 1}, {String, "x"}, {Int64, json.Number("-9223372036854775808")}} {
+		got, err := Coerce(c.t, c.in)
+		if err != nil || !Conforms(c.t, got) {
+			t.Errorf("Conforms(%s, Coerce(%v) = %v) false", c.t, c.in, got)
+		}
+	}
+	for _, c := range []struct {
+		t  Type
+		in Value
+	}{{Int16, int64(40000)}, {Int16, 5}, {Uint16, int64(1)}, {Float32, 12.3}, {Bool, int64(1)}, {String, 1.0}} {
+		if Conforms(c.t, c.in) {
+			t.Errorf("Conforms(%s, %v (%T)) true", c.t, c.in, c.in)
+		}
+	}
+}

@@ -51,27 +51,30 @@ type HistorySeries struct {
 }
 
 // HistoryPoint is one raw sample, or one interval's aggregate stamped with
-// the interval's start.
+// the interval's start. StatusCode is a raw sample's OPC UA status code
+// (omitted when 0), so that a status change alone shows in history.
 type HistoryPoint struct {
-	Timestamp time.Time
-	Value     value.Value
-	Quality   string
+	Timestamp  time.Time
+	Value      value.Value
+	Quality    string
+	StatusCode uint32
 }
 
 type historyPointWire struct {
-	Timestamp string          `json:"timestamp"`
-	Value     json.RawMessage `json:"value"`
-	Quality   string          `json:"quality"`
+	Timestamp  string          `json:"timestamp"`
+	Value      json.RawMessage `json:"value"`
+	Quality    string          `json:"quality"`
+	StatusCode uint32          `json:"status_code,omitempty"`
 }
 
-// MarshalJSON encodes {"timestamp", "value", "quality"} with the value
+// MarshalJSON encodes {"timestamp", "value", "quality", "status_code"?} with the value
 // exact (EncodeValue) and the time in UTC.
 func (p HistoryPoint) MarshalJSON() ([]byte, error) {
 	raw, err := EncodeValue(p.Value)
 	if err != nil {
 		return nil, fmt.Errorf("history point at %s: %w", p.Timestamp.UTC().Format(TimeFormat), err)
 	}
-	return json.Marshal(historyPointWire{Timestamp: p.Timestamp.UTC().Format(TimeFormat), Value: raw, Quality: p.Quality})
+	return json.Marshal(historyPointWire{Timestamp: p.Timestamp.UTC().Format(TimeFormat), Value: raw, Quality: p.Quality, StatusCode: p.StatusCode})
 }
 
 // UnmarshalJSON decodes the wire form (for clients).
@@ -88,7 +91,7 @@ func (p *HistoryPoint) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		return err
 	}
-	*p = HistoryPoint{Timestamp: t, Value: v, Quality: w.Quality}
+	*p = HistoryPoint{Timestamp: t, Value: v, Quality: w.Quality, StatusCode: w.StatusCode}
 	return nil
 }
 

@@ -171,3 +171,15 @@ func printable(s string) bool {
 	}
 	return true
 }
+
+// Write is what the tag engine's write path hands a driver: v coerced once
+// to p's type (device.Coerce; a refusal is returned as its
+// *device.QualityError), then d.Write. Driver tests write through it, as
+// the engine does.
+func Write(ctx context.Context, d device.Driver, p device.Point, v value.Value) error {
+	cv, err := device.Coerce(p, v)
+	if err != nil {
+		return err
+	}
+	return d.Write(ctx, p, cv)
+}

@@ -1,6 +1,7 @@
 package modbus
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -61,10 +62,75 @@ func (o ByteOrder) wordSwap() bool { return o == CDAB || o == DCBA }
 func (o ByteOrder) byteSwap() bool { return o == BADC || o == DCBA }
 
 // spec is a point after CheckPoint: where it lives and how to decode it.
+// lowFirst and enc apply to strings only.
 type spec struct {
-	addr  Address
-	typ   value.Type
-	order ByteOrder
+	addr     Address
+	typ      value.Type
+	order    ByteOrder
+	lowFirst bool     // a register string's first character is in the low byte
+	enc      encoding // a register string's character encoding
+}
+
+// encoding is the character encoding of a register string (tag key
+// encoding: ascii, latin1, utf8).
+type encoding uint8
+
+const (
+	encUTF8   encoding = iota // UTF-8 (RFC 3629); ASCII text is UTF-8 too
+	encASCII                  // 7-bit US-ASCII
+	encLatin1                 // ISO/IEC 8859-1: each byte is the code point
+)
+
+// String options of a tag (DESIGN.md, Tags and addresses: "the first
+// character in the high byte"; docs/values.md, Strings from registers).
+const (
+	StringHighFirst = "high" // the first character of each register in its high byte (default)
+	StringLowFirst  = "low"  // the first character in the low byte
+	EncodingUTF8    = "utf8"
+	EncodingASCII   = "ascii"
+	EncodingLatin1  = "latin1"
+)
+
+// ParseEncoding parses a string tag's encoding ("" is utf8).
+func ParseEncoding(s string) (encoding, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "", EncodingUTF8, "utf-8":
+		return encUTF8, nil
+	case EncodingASCII, "us-ascii":
+		return encASCII, nil
+	case EncodingLatin1, "iso-8859-1", "latin-1":
+		return encLatin1, nil
+	}
+	return encUTF8, fmt.Errorf("encoding %q: want ascii, latin1 or utf8", s)
+}
+
+// withStrings sets a string point's byte order within registers (sbo:
+// "high", "low" or "" for the default, which byte_order BADC/DCBA also
+// turns to low-first, as before string_byte_order existed) and encoding.
+// Both options are refused on a point that is not a string.
+func (s spec) withStrings(sbo, enc string) (spec, error) {
+	if s.typ != value.String {
+		if sbo != "" || enc != "" {
+			return s, fmt.Errorf("string_byte_order and encoding apply to string tags only, not %s", s.typ)
+		}
+		return s, nil
+	}
+	var err error
+	if s.enc, err = ParseEncoding(enc); err != nil {
+		return s, err
+	}
+	s.lowFirst = s.order.byteSwap()
+	switch strings.ToLower(strings.TrimSpace(sbo)) {
+	case "":
+	case StringHighFirst, StringLowFirst:
+		if s.order != ABCD {
+			return s, fmt.Errorf("string_byte_order %q with byte_order %s: on a string tag set string_byte_order only", sbo, s.order)
+		}
+		s.lowFirst = strings.EqualFold(strings.TrimSpace(sbo), StringLowFirst)
+	default:
+		return s, fmt.Errorf("string_byte_order %q: want high or low", sbo)
+	}
+	return s, nil
 }
 
 // registers is how many registers (or bits, for coils and discrete inputs)
@@ -85,7 +151,7 @@ func newSpec(a Address, t value.Type, order string) (spec, error) {
 	if err != nil {
 		return spec{}, err
 	}
-	s := spec{addr: a, typ: t, order: o}
+	s := spec{addr: a, typ: t, order: o, lowFirst: o.byteSwap()}
 	switch {
 	case a.Table.IsBits():
 		if t != value.Bool {
@@ -137,8 +203,8 @@ func reorder(b []byte, o ByteOrder) []byte {
 // register, as they came on the wire) into its value: int64 for signed
 // types, uint64 for unsigned, float64 for floats (a float32 keeps float32
 // precision: 28.094512939453125), bool for a register bit, string for a
-// string (trailing NULs trimmed, invalid UTF-8 replaced). It fails when raw
-// is shorter than the point.
+// string (ending at the first NUL, in the point's byte order and encoding,
+// undecodable bytes as U+FFFD). It fails when raw is shorter than the point.
 func decodeRegisters(s spec, raw []byte) (value.Value, error) {
 	if len(raw) < 2*s.registers() {
 		return nil, fmt.Errorf("decode %s: %d bytes, want %d", s.typ, len(raw), 2*s.registers())
@@ -149,14 +215,13 @@ func decodeRegisters(s spec, raw []byte) (value.Value, error) {
 	}
 	if s.typ == value.String {
 		b := raw
-		if s.order.byteSwap() {
+		if s.lowFirst {
 			b = reorder(raw, BADC)
 		}
-		str := strings.TrimRight(string(b), "\x00")
-		if !utf8.ValidString(str) {
-			str = strings.ToValidUTF8(str, "\uFFFD")
+		if i := bytes.IndexByte(b, 0); i >= 0 {
+			b = b[:i] // a device string ends at its first NUL; what follows is not text
 		}
-		return str, nil
+		return decodeText(b, s.enc), nil
 	}
 	b := reorder(raw, s.order)
 	switch s.typ {
@@ -192,12 +257,16 @@ func encodeRegisters(s spec, v value.Value) ([]byte, error) {
 		if !ok {
 			return nil, fmt.Errorf("%w: %v is not a string", value.ErrTypeMismatch, v)
 		}
-		if len(str) > 2*s.addr.Length {
-			return nil, fmt.Errorf("%w: string of %d bytes does not fit %d registers", value.ErrOutOfRange, len(str), s.addr.Length)
+		text, err := encodeText(str, s.enc)
+		if err != nil {
+			return nil, err
 		}
-		b := make([]byte, 2*s.addr.Length)
-		copy(b, str)
-		if s.order.byteSwap() {
+		if len(text) > 2*s.addr.Length {
+			return nil, fmt.Errorf("%w: string of %d bytes does not fit %d registers", value.ErrOutOfRange, len(text), s.addr.Length)
+		}
+		b := make([]byte, 2*s.addr.Length) // the rest of the field is NUL-filled
+		copy(b, text)
+		if s.lowFirst {
 			b = reorder(b, BADC)
 		}
 		return b, nil
@@ -244,6 +313,64 @@ func encodeRegisters(s spec, v value.Value) ([]byte, error) {
 		return nil, fmt.Errorf("%w: cannot encode %s into registers", value.ErrTypeMismatch, s.typ)
 	}
 	return reorder(b, s.order), nil
+}
+
+// decodeText decodes the bytes of a register string (NUL already cut off)
+// in encoding enc; a byte that is not text in enc becomes U+FFFD.
+func decodeText(b []byte, enc encoding) string {
+	switch enc {
+	case encASCII:
+		r := latin1Runes(b)
+		for i, c := range r {
+			if c >= utf8.RuneSelf {
+				r[i] = utf8.RuneError
+			}
+		}
+		return string(r)
+	case encLatin1:
+		return string(latin1Runes(b))
+	}
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD")
+}
+
+func latin1Runes(b []byte) []rune {
+	r := make([]rune, len(b))
+	for i, c := range b {
+		r[i] = rune(c)
+	}
+	return r
+}
+
+// encodeText encodes str for a register string in encoding enc. A
+// character enc cannot hold, and a NUL (which would end the string on the
+// device), wrap value.ErrOutOfRange naming the character; invalid UTF-8 in
+// str wraps value.ErrTypeMismatch.
+func encodeText(str string, enc encoding) ([]byte, error) {
+	if !utf8.ValidString(str) {
+		return nil, fmt.Errorf("%w: %q is not valid UTF-8", value.ErrTypeMismatch, str)
+	}
+	if i := strings.IndexByte(str, 0); i >= 0 {
+		return nil, fmt.Errorf("%w: a NUL (U+0000) at byte %d would end the string on the device", value.ErrOutOfRange, i)
+	}
+	switch enc {
+	case encASCII, encLatin1:
+		limit, name := rune(0x7F), "ASCII"
+		if enc == encLatin1 {
+			limit, name = 0xFF, "Latin-1"
+		}
+		out := make([]byte, 0, len(str))
+		for _, r := range str {
+			if r > limit {
+				return nil, fmt.Errorf("%w: character %q (%U) is not %s", value.ErrOutOfRange, r, r, name)
+			}
+			out = append(out, byte(r))
+		}
+		return out, nil
+	}
+	return []byte(str), nil
 }
 
 // decodeBit returns bit i of a coil or discrete-input response (LSB of the

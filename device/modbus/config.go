@@ -116,11 +116,25 @@ var DefaultConfig = Config{
 	Breaker:                BreakerConfig{Timeouts: 3, Backoff: device.Duration(30 * time.Second)},
 }
 
+// configHints are the keys people write for a Modbus device by habit, with
+// what to write instead.
+var configHints = map[string]string{
+	"host":     "use url: tcp://HOST:PORT (rtu:///dev/ttyX for a serial line)",
+	"port":     "use url: tcp://HOST:PORT (rtu:///dev/ttyX for a serial line)",
+	"ip":       "use url: tcp://HOST:PORT",
+	"address":  "use url: tcp://HOST:PORT (a tag has the address)",
+	"slave":    `did you mean "unit_id"?`,
+	"slave_id": `did you mean "unit_id"?`,
+	"unit":     `did you mean "unit_id"?`,
+	"device":   "use url: rtu:///dev/ttyUSB0 for a serial line",
+	"baudrate": `did you mean "baud"?`,
+}
+
 // ParseConfig strict-decodes raw over DefaultConfig; an unknown key is an
 // error naming it. It does not validate: call Validate.
 func ParseConfig(raw []byte) (Config, error) {
 	c := DefaultConfig
-	if err := device.DecodeStrict(raw, &c); err != nil {
+	if err := device.DecodeStrict(raw, &c, configHints); err != nil {
 		return c, fmt.Errorf("modbus config: %w", err)
 	}
 	return c, nil

@@ -1,6 +1,7 @@
 package modbus
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -91,8 +92,20 @@ func TestParseConfig_SerialKeys(t *testing.T) {
 func TestParseConfig_UnknownKey(t *testing.T) {
 	for _, raw := range []string{`{"url": "tcp://a:502", "unitid": 1}`, `{"breaker": {"timeout": 3}}`} {
 		_, err := ParseConfig([]byte(raw))
-		if err == nil || !strings.Contains(err.Error(), "unknown field") {
-			t.Errorf("ParseConfig(%s) = %v, want an unknown field error", raw, err)
+		if err == nil || !strings.Contains(err.Error(), "unknown key") {
+			t.Errorf("ParseConfig(%s) = %v, want an unknown key error", raw, err)
+		}
+	}
+	// A wrong key suggests the right one; host and port say to use url.
+	for raw, want := range map[string]string{
+		`{"url": "tcp://a:502", "unitid": 1}`: `did you mean "unit_id"?`,
+		`{"host": "10.0.0.5", "port": 502}`:   "use url: tcp://HOST:PORT",
+		`{"max_gap": "wide"}`:                 `key "max_gap": want a whole number, got text`,
+	} {
+		_, err := ParseConfig([]byte(raw))
+		var ke *device.KeyError
+		if err == nil || !strings.Contains(err.Error(), want) || !errors.As(err, &ke) {
+			t.Errorf("ParseConfig(%s) = %v, want a *device.KeyError containing %q", raw, err, want)
 		}
 	}
 	if _, err := New(device.Config{Name: "plc1", Raw: []byte(`{"bogus": 1}`)}); err == nil || !strings.Contains(err.Error(), `"bogus"`) {
@@ -151,5 +164,29 @@ func TestConfig_Validate_Errors(t *testing.T) {
 	c.Breaker = BreakerConfig{}
 	if err := c.Validate(); err != nil {
 		t.Errorf("breaker off (timeouts 0): %v", err)
+	}
+}
+
+// Zero is not "unset": a key written as 0 keeps 0 (the defaults are for
+// absent keys only), and a timeout of 0, which no request can keep, is
+// refused by name.
+func TestParseConfig_ZeroIsNotUnset(t *testing.T) {
+	c, err := ParseConfig([]byte(`{"url": "tcp://10.0.0.5:502", "unit_id": 0, "max_gap": 0, "min_interval": "0s", "breaker": {"timeouts": 0}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.UnitID != 0 || c.MaxGap != 0 || c.MinInterval != 0 || c.Breaker.Timeouts != 0 {
+		t.Fatalf("zeros lost: %+v", c)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("zeros refused: %v", err)
+	}
+	d, _ := ParseConfig([]byte(`{"url": "tcp://10.0.0.5:502"}`))
+	if d.UnitID != 1 || d.MaxGap != 16 || d.Breaker.Timeouts != 3 {
+		t.Fatalf("absent keys: %+v, want the defaults", d)
+	}
+	z, _ := ParseConfig([]byte(`{"url": "tcp://10.0.0.5:502", "timeout": "0s"}`))
+	if err := z.Validate(); err == nil || !strings.Contains(err.Error(), "timeout") {
+		t.Fatalf("timeout 0: %v", err)
 	}
 }

@@ -3,7 +3,6 @@ package modbus
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -22,10 +21,11 @@ func init() { device.Register("modbus", New) }
 
 // Interface guards.
 var (
-	_ device.Driver       = (*Driver)(nil)
-	_ device.Stater       = (*Driver)(nil)
-	_ device.Planner      = (*Driver)(nil)
-	_ device.WriteChecker = (*Driver)(nil)
+	_ device.Driver         = (*Driver)(nil)
+	_ device.Stater         = (*Driver)(nil)
+	_ device.Planner        = (*Driver)(nil)
+	_ device.WriteChecker   = (*Driver)(nil)
+	_ device.AddressChecker = (*Driver)(nil)
 )
 
 // Driver is a Modbus TCP device (see the package doc). Build it with New;
@@ -43,6 +43,8 @@ type Driver struct {
 	plans    planCache
 
 	rmw sync.Mutex // serialises register-bit read-modify-writes
+
+	specs device.ParseCache[spec] // the write path's parsed points (once per configuration)
 }
 
 // unitState is one unit's circuit breaker.
@@ -97,6 +99,13 @@ func (d *Driver) CheckPoint(p device.Point) error {
 	return err
 }
 
+// CheckAddress parses an address alone, without its type
+// (device.AddressChecker); the error names the address text.
+func (d *Driver) CheckAddress(address string) error {
+	_, err := ParseAddress(address)
+	return err
+}
+
 // Writable reports whether p's table can be written: coils and holding
 // registers, never input registers or discrete inputs (Modbus Application
 // Protocol §4.3; device.WriteChecker).
@@ -110,22 +119,29 @@ func (d *Driver) spec(p device.Point) (spec, error) {
 	if err != nil {
 		return spec{}, err
 	}
-	if p.UnitID < 0 || p.UnitID > 255 {
-		return spec{}, fmt.Errorf("modbus address %q: unit id %d out of range 0..255", p.Address, p.UnitID)
-	}
-	if p.UnitID > 247 && d.link.bus.ep.kind != kindTCP {
-		return spec{}, fmt.Errorf("modbus address %q: unit id %d out of range 1..247 on a serial line (Modbus over Serial Line §2.2)", p.Address, p.UnitID)
+	if u, set := p.Unit(); set {
+		if u < 0 || u > 255 {
+			return spec{}, fmt.Errorf("modbus address %q: unit id %d out of range 0..255", p.Address, u)
+		}
+		if (u < 1 || u > 247) && d.link.bus.ep.kind != kindTCP {
+			return spec{}, fmt.Errorf("modbus address %q: unit id %d out of range 1..247 on a serial line (Modbus over Serial Line §2.2: 0 is the broadcast address, which no slave answers)", p.Address, u)
+		}
 	}
 	s, err := newSpec(a, p.Type, p.ByteOrder)
+	if err == nil {
+		s, err = s.withStrings(p.StringByteOrder, p.Encoding)
+	}
 	if err != nil {
 		return spec{}, fmt.Errorf("modbus address %q: %w", p.Address, err)
 	}
 	return s, nil
 }
 
+// unitOf is the unit id p's requests go to: its own (unit_id, 0 included)
+// or the device's.
 func (d *Driver) unitOf(p device.Point) byte {
-	if p.UnitID > 0 && p.UnitID <= 255 {
-		return byte(p.UnitID)
+	if u, set := p.Unit(); set && u >= 0 && u <= 255 {
+		return byte(u)
 	}
 	return byte(d.cfg.UnitID)
 }
@@ -363,8 +379,11 @@ func (d *Driver) note(unit byte, rerr *reqError) {
 }
 
 // Write writes v to p once and never retries (DESIGN.md, Hard-won rules).
-// v is coerced to p's type first: out of range is Bad_OutOfRange, the wrong
-// kind Bad_TypeMismatch. Coils go out with FC5 (write_mode single) or FC15;
+// v comes coerced to p's type (device.Coerce, the write path's one
+// coercion); a value that does not conform is Bad_TypeMismatch, and a
+// string the tag's encoding or length cannot hold Bad_OutOfRange. p is
+// parsed once per configuration (a cache, as the read plans). Coils go out
+// with FC5 (write_mode single) or FC15;
 // a one-register value with FC6 in single mode, else FC16. A register bit is
 // a read-modify-write of its register (FC3 then FC6/FC16): it is not atomic
 // on the device, and a write to the same register by another master between
@@ -373,17 +392,17 @@ func (d *Driver) note(unit byte, rerr *reqError) {
 // timeout, a dropped connection, a bad answer) is Uncertain: "write timed
 // out; it may have been applied". Every error is a *device.QualityError.
 func (d *Driver) Write(ctx context.Context, p device.Point, v value.Value) error {
-	s, err := d.spec(p)
+	s, err := d.specs.Get(p, d.spec)
 	if err != nil {
 		return device.Errorf(value.BadConfigurationError, "%v", err)
 	}
 	if !s.addr.Table.Writable() {
 		return device.Errorf(value.BadNotWritable, "%s is read-only (%s)", p.Address, tableName(s.addr.Table))
 	}
-	cv, err := value.Coerce(s.typ, v)
-	if err != nil {
-		return coerceError(p, err)
+	if !value.Conforms(s.typ, v) {
+		return device.NotCoerced(p, v)
 	}
+	cv := v
 	unit := d.unitOf(p)
 	if reason, demoted := d.demoted(unit); demoted {
 		return device.Errorf(value.BadNotConnected, "%s", reason)
@@ -466,8 +485,5 @@ func writeError(rerr *reqError) error {
 }
 
 func coerceError(p device.Point, err error) error {
-	if errors.Is(err, value.ErrOutOfRange) {
-		return device.Errorf(value.BadOutOfRange, "%s (%s): %v", p.Address, p.Type, err)
-	}
-	return device.Errorf(value.BadTypeMismatch, "%s (%s): %v", p.Address, p.Type, err)
+	return device.Errorf(value.CoerceQuality(err), "%s (%s): %v", p.Address, p.Type, err)
 }

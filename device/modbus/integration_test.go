@@ -23,6 +23,7 @@ import (
 	gbmodbus "github.com/goburrow/modbus"
 
 	"qubiq.dev/edge/device"
+	"qubiq.dev/edge/device/devicetest"
 	"qubiq.dev/edge/internal/peers"
 	"qubiq.dev/edge/value"
 )
@@ -189,7 +190,7 @@ func TestIntegration_Pymodbus_EveryFunction(t *testing.T) {
 			}
 			for _, wr := range writes {
 				d := newPeerDriver(t, w.url(), func(c *Config) { c.WriteMode = wr.mode })
-				if err := d.Write(context.Background(), wr.p, wr.v); err != nil {
+				if err := devicetest.Write(context.Background(), d, wr.p, wr.v); err != nil {
 					t.Errorf("write %s (%s): %v", wr.p.Address, wr.mode, err)
 				}
 				if got := fmt.Sprint(w.take()); got != "["+wr.fc+"]" {
@@ -271,7 +272,7 @@ func TestIntegration_Pymodbus_ExceptionForUnmappedAddress(t *testing.T) {
 				}
 			}
 			wantGood(t, "HR0 after the exceptions", read1(t, d, pt("HR0", value.Int16, "")), int64(1))
-			err := d.Write(context.Background(), pt("HR500", value.Int16, ""), 5)
+			err := devicetest.Write(context.Background(), d, pt("HR500", value.Int16, ""), 5)
 			if err == nil || qualityErr(t, err).Quality != value.BadConfigurationError {
 				t.Errorf("write to a missing register = %v, want Bad_ConfigurationError", err)
 			}

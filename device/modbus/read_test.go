@@ -442,7 +442,7 @@ func TestDriver_Read_BreakerDemotesOneUnit(t *testing.T) {
 	if st, why := d.State(); st != "degraded" || why != "unit 2 demoted after 2 timeouts" {
 		t.Errorf("State = %q %q, want degraded naming unit 2", st, why)
 	}
-	if err := d.Write(context.Background(), u2, 1); err == nil || qualityErr(t, err).Quality != value.BadNotConnected {
+	if err := devicetest.Write(context.Background(), d, u2, 1); err == nil || qualityErr(t, err).Quality != value.BadNotConnected {
 		t.Errorf("write to a demoted unit = %v, want Bad_NotConnected", err)
 	}
 	// After the backoff one probe goes out; a timeout demotes again at once.
@@ -664,7 +664,7 @@ func TestDriver_Read_UnitIDOverride(t *testing.T) {
 		return &devicetest.Reply{Raw: devicetest.Frame(r.TxID, r.Unit, r.Function, r.Data[:4])}
 	})
 	before := srv.Count()
-	if err := d.Write(context.Background(), mk("HR10", 2), 9); err != nil {
+	if err := devicetest.Write(context.Background(), d, mk("HR10", 2), 9); err != nil {
 		t.Fatalf("write to unit 2: %v", err)
 	}
 	if r := srv.Requests()[before]; r.Unit != 2 || r.Function != 16 {

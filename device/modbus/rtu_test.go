@@ -247,10 +247,10 @@ func TestDriver_RTU_EveryFunction(t *testing.T) {
 				for i, v := range d.Read(context.Background(), points) {
 					wantGood(t, mode+" "+points[i].Address, v, want[i])
 				}
-				if err := d.Write(context.Background(), pt("HR3", value.Int16, ""), -300); err != nil {
+				if err := devicetest.Write(context.Background(), d, pt("HR3", value.Int16, ""), -300); err != nil {
 					t.Errorf("%s write HR3: %v", mode, err)
 				}
-				if err := d.Write(context.Background(), pt("CO1", value.Bool, ""), true); err != nil {
+				if err := devicetest.Write(context.Background(), d, pt("CO1", value.Bool, ""), true); err != nil {
 					t.Errorf("%s write CO1: %v", mode, err)
 				}
 				if v, _ := srv.Holding(3); v != 0xFED4 {

@@ -42,7 +42,7 @@ func TestDriver_Write_Requests(t *testing.T) {
 			srv.SetCoil(3, false)
 			d := newTestDriver(t, srv, func(c *Config) { c.WriteMode = tt.mode })
 			before := srv.Count()
-			if err := d.Write(context.Background(), tt.point, tt.v); err != nil {
+			if err := devicetest.Write(context.Background(), d, tt.point, tt.v); err != nil {
 				t.Fatalf("Write: %v", err)
 			}
 			reqs := srv.Requests()[before:]
@@ -75,13 +75,13 @@ func TestDriver_Write_RegisterBitReadModifyWrite(t *testing.T) {
 			srv.SetHolding(5, 0x0001)
 			d := newTestDriver(t, srv, func(c *Config) { c.WriteMode = mode })
 			before := srv.Count()
-			if err := d.Write(context.Background(), pt("HR5.3", value.Bool, ""), true); err != nil {
+			if err := devicetest.Write(context.Background(), d, pt("HR5.3", value.Bool, ""), true); err != nil {
 				t.Fatal(err)
 			}
 			if got, _ := srv.Holding(5); got != 0x0009 {
 				t.Errorf("HR5 = 0x%04X, want 0x0009", got)
 			}
-			if err := d.Write(context.Background(), pt("HR5.0", value.Bool, ""), 0); err != nil {
+			if err := devicetest.Write(context.Background(), d, pt("HR5.0", value.Bool, ""), 0); err != nil {
 				t.Fatal(err)
 			}
 			if got, _ := srv.Holding(5); got != 0x0008 {
@@ -129,7 +129,7 @@ func TestDriver_Write_Refused(t *testing.T) {
 			srv.SetHolding(0, 0)
 			srv.SetCoil(0, false)
 			d := newTestDriver(t, srv, nil)
-			err := d.Write(context.Background(), tt.point, tt.v)
+			err := devicetest.Write(context.Background(), d, tt.point, tt.v)
 			if err == nil {
 				t.Fatal("Write = nil, want an error")
 			}
@@ -162,7 +162,7 @@ func TestDriver_Write_TimeoutIsUncertainAndNotRetried(t *testing.T) {
 				return nil
 			})
 			d := newTestDriver(t, srv, nil)
-			err := d.Write(context.Background(), tt.point, tt.v)
+			err := devicetest.Write(context.Background(), d, tt.point, tt.v)
 			qe := qualityErr(t, err)
 			if qe.Quality != value.Uncertain || qe.Reason != "write timed out; it may have been applied" {
 				t.Errorf("Write = %v, want Uncertain: write timed out; it may have been applied", err)
@@ -180,7 +180,7 @@ func TestDriver_Write_ConnectionLostAfterSendIsUncertain(t *testing.T) {
 	srv.SetHolding(0, 0)
 	srv.SetHook(func(r devicetest.Request) *devicetest.Reply { return &devicetest.Reply{NoReply: true, Close: true} })
 	d := newTestDriver(t, srv, nil)
-	err := d.Write(context.Background(), pt("HR0", value.Int16, ""), 1)
+	err := devicetest.Write(context.Background(), d, pt("HR0", value.Int16, ""), 1)
 	if qe := qualityErr(t, err); qe.Quality != value.Uncertain {
 		t.Errorf("Write = %v, want Uncertain", err)
 	}
@@ -195,7 +195,7 @@ func TestDriver_Write_ServerDownIsNotConnected(t *testing.T) {
 	d := newTestDriver(t, srv, nil)
 	srv.Stop()
 	d.Read(context.Background(), []device.Point{pt("HR0", value.Int16, "")}) // notices the outage
-	err := d.Write(context.Background(), pt("HR0", value.Int16, ""), 1)
+	err := devicetest.Write(context.Background(), d, pt("HR0", value.Int16, ""), 1)
 	if qe := qualityErr(t, err); qe.Quality != value.BadNotConnected {
 		t.Errorf("Write = %v, want Bad_NotConnected (nothing was sent)", err)
 	}

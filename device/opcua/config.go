@@ -126,11 +126,22 @@ var DefaultConfig = Config{
 	ReconnectMax:       device.Duration(60 * time.Second),
 }
 
+// configHints are the keys people write for an OPC UA device by habit,
+// with what to write instead.
+var configHints = map[string]string{
+	"host":     "use url: opc.tcp://HOST:PORT",
+	"port":     "use url: opc.tcp://HOST:PORT",
+	"ip":       "use url: opc.tcp://HOST:PORT",
+	"endpoint": "use url: opc.tcp://HOST:PORT",
+	"username": `use auth: {username: NAME, password_file: FILE}`,
+	"password": `use auth: {username: NAME, password_file: FILE} (passwords are read from a file)`,
+}
+
 // ParseConfig strict-decodes raw over DefaultConfig; an unknown key is an
 // error naming it. It does not validate: call Validate.
 func ParseConfig(raw []byte) (Config, error) {
 	c := DefaultConfig
-	if err := device.DecodeStrict(raw, &c); err != nil {
+	if err := device.DecodeStrict(raw, &c, configHints); err != nil {
 		return c, fmt.Errorf("opcua config: %w", err)
 	}
 	return c, nil

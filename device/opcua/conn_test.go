@@ -12,6 +12,7 @@ import (
 	"github.com/gopcua/opcua/ua"
 
 	"qubiq.dev/edge/device"
+	"qubiq.dev/edge/device/devicetest"
 	"qubiq.dev/edge/value"
 )
 
@@ -171,7 +172,7 @@ func TestDriver_NotOpened(t *testing.T) {
 		t.Errorf("Read = %s", v.Quality)
 	}
 	var qe *device.QualityError
-	if err := d.Write(context.Background(), p, 1); !errors.As(err, &qe) || qe.Quality != value.BadNotConnected {
+	if err := devicetest.Write(context.Background(), d, p, 1); !errors.As(err, &qe) || qe.Quality != value.BadNotConnected {
 		t.Errorf("Write = %v", err)
 	}
 	if _, err := d.Browse(context.Background(), ""); !errors.As(err, &qe) {

@@ -27,6 +27,7 @@ var (
 	_ device.Subscriber         = (*Driver)(nil)
 	_ device.IntervalSubscriber = (*Driver)(nil)
 	_ device.Browser            = (*Driver)(nil)
+	_ device.AddressChecker     = (*Driver)(nil)
 )
 
 // States reported by Driver.State, beyond device.Stater's "connected",
@@ -84,6 +85,16 @@ type Driver struct {
 	password string
 	userCert []byte
 	userKey  *rsa.PrivateKey
+
+	addrs device.ParseCache[NodeAddress] // parsed tag addresses, once per configuration
+}
+
+// parse returns p's parsed address, parsing each point once (reads, writes
+// and subscriptions share the cache).
+func (d *Driver) parse(p device.Point) (NodeAddress, error) {
+	return d.addrs.Get(device.Point{Address: p.Address}, func(q device.Point) (NodeAddress, error) {
+		return ParseAddress(q.Address)
+	})
 }
 
 // New is the device.Factory of driver "opcua": it strict-decodes cfg.Raw
@@ -134,11 +145,14 @@ func (d *Driver) Validate() error {
 // connection (ResolvedAddresses), before the server can re-order its
 // namespaces.
 func (d *Driver) CheckPoint(p device.Point) error {
-	if _, err := ParseAddress(p.Address); err != nil {
+	if _, err := d.parse(p); err != nil {
 		return err
 	}
 	if p.Type == value.TypeUnknown {
 		return fmt.Errorf("opcua address %q: no type (want bool, int16, ..., string or auto)", p.Address)
+	}
+	if p.Encoding != "" || p.StringByteOrder != "" {
+		return fmt.Errorf("opcua address %q: encoding and string_byte_order apply to Modbus register strings only (OPC UA strings are UTF-8, Part 6 §5.2.2.4)", p.Address)
 	}
 	if p.Tag != "" {
 		d.mu.Lock()
@@ -146,6 +160,13 @@ func (d *Driver) CheckPoint(p device.Point) error {
 		d.mu.Unlock()
 	}
 	return nil
+}
+
+// CheckAddress parses an address alone, without its type
+// (device.AddressChecker); the error names the address text.
+func (d *Driver) CheckAddress(address string) error {
+	_, err := d.parse(device.Point{Address: address})
+	return err
 }
 
 // convertChecked converts the addresses of every checked tag with sess's
@@ -299,7 +320,7 @@ func (d *Driver) current() (*session, value.Quality, string) {
 // ns= address to the nsu= form the first time a session sees it and
 // recording tag's canonical address.
 func (d *Driver) resolve(sess *session, tag, addr string) (*ua.NodeID, error) {
-	a, err := ParseAddress(addr)
+	a, err := d.parse(device.Point{Address: addr})
 	if err != nil {
 		return nil, device.Errorf(value.BadConfigurationError, "%v", err)
 	}
@@ -424,27 +445,32 @@ func (d *Driver) readOnce(ctx context.Context, sess *session, points []device.Po
 }
 
 // vqtOf maps one DataValue to a VQT for a tag of type t.
-func vqtOf(dv *ua.DataValue, t value.Type) value.VQT {
+func vqtOf(dv *ua.DataValue, t value.Type) (out value.VQT) {
 	now := time.Now().UTC()
 	if dv == nil {
 		return value.Bad(value.BadCommunicationError, "no data value", now)
 	}
+	// Timestamps decoded from their raw ticks (datetime.go): no date is
+	// absent, a date the data path cannot store is replaced by the
+	// arrival time, a future one kept as sent; each with a note.
+	src, srcNote := stamp(dv.SourceTimestamp, now, "source")
+	srv, srvNote := stamp(dv.ServerTimestamp, now, "server")
 	ts := now
 	switch {
-	case !dv.SourceTimestamp.IsZero():
-		ts = dv.SourceTimestamp.UTC()
-	case !dv.ServerTimestamp.IsZero():
-		ts = dv.ServerTimestamp.UTC()
+	case !src.IsZero():
+		ts = src
+	case !srv.IsZero() && srcNote == "":
+		ts = srv
 	}
 	code := dv.Status
 	q := StatusQuality(uint32(code))
-	out := value.VQT{Quality: q, Time: ts, StatusCode: uint32(code)}
-	if !dv.ServerTimestamp.IsZero() {
-		out.ServerTime = dv.ServerTimestamp.UTC()
-	}
-	if q != value.Good {
+	out = value.VQT{Quality: q, Time: ts, StatusCode: uint32(code), ServerTime: srv}
+	if q != value.Good || code != 0 {
+		// A Good subcode (GoodClamped 0x00300000) has quality Good and says
+		// what it is here, beside the raw code.
 		out.Reason = statusReason(code)
 	}
+	defer func() { out.Reason = joinNotes(out.Reason, srcNote, srvNote) }()
 	if code == ua.StatusBadDataTypeIDUnknown && dv.Value != nil {
 		if eo, ok := dv.Value.Value().(*ua.ExtensionObject); ok {
 			out.Reason = fmt.Sprintf("extension object of type %s is not decodable (%s)", typeIDText(eo.TypeID), statusReason(code))
@@ -454,25 +480,45 @@ func vqtOf(dv *ua.DataValue, t value.Type) value.VQT {
 	if q.IsBad() {
 		return out
 	}
-	v, err := fromVariant(dv.Value)
+	var note string
+	v, err := fromVariantNote(dv.Value, &note)
 	if err == nil {
 		v, err = coerceToTag(t, v)
 	}
 	if err != nil {
-		out.Quality = value.BadTypeMismatch
-		if errIsOutOfRange(err) {
-			out.Quality = value.BadOutOfRange
-		}
+		out.Quality = value.CoerceQuality(err)
 		out.Reason = err.Error()
 		return out
 	}
 	out.Value = v
+	if note != "" {
+		// A value at the limit of what OPC UA encodes is not a Good
+		// reading (Part 6 §5.2.2.5: "should be treated as invalid").
+		out.Quality = value.Uncertain
+		out.Reason = joinNotes(out.Reason, note)
+	}
+	return out
+}
+
+// joinNotes joins the non-empty parts of a reason with "; ".
+func joinNotes(parts ...string) string {
+	out := ""
+	for _, p := range parts {
+		switch {
+		case p == "":
+		case out == "":
+			out = p
+		default:
+			out += "; " + p
+		}
+	}
 	return out
 }
 
 // Write writes v to p's Value attribute once and never retries (OPC UA Part
-// 4 §5.10.4; DESIGN.md, Hard-won rules). v is coerced to the tag's type,
-// then to the node's built-in type, read once per session (DataType,
+// 4 §5.10.4; DESIGN.md, Hard-won rules). v comes coerced to the tag's type
+// (device.Coerce, the write path's one coercion; auto leaves it as sent)
+// and is converted here to the node's built-in type, read once per session (DataType,
 // ValueRank, AccessLevel, UserAccessLevel) and cached; a lossy coercion is
 // refused with Bad_TypeMismatch (a value out of the type's range with
 // Bad_OutOfRange) before anything is sent, and a node whose access level
@@ -481,13 +527,10 @@ func vqtOf(dv *ua.DataValue, t value.Type) value.VQT {
 // a dropped connection) is Uncertain: "write timed out; it may have been
 // applied". Every error is a *device.QualityError.
 func (d *Driver) Write(ctx context.Context, p device.Point, v value.Value) error {
-	if _, err := ParseAddress(p.Address); err != nil {
+	if _, err := d.parse(p); err != nil {
 		return device.Errorf(value.BadConfigurationError, "%v", err)
 	}
-	v, err := coerceToTag(p.Type, value.Normalize(v))
-	if err != nil {
-		return coerceError(p, err)
-	}
+	v = value.Normalize(v)
 	sess, q, why := d.current()
 	if sess == nil {
 		return device.Errorf(q, "%s", why)
@@ -546,10 +589,7 @@ func (d *Driver) Write(ctx context.Context, p device.Point, v value.Value) error
 }
 
 func coerceError(p device.Point, err error) error {
-	if errIsOutOfRange(err) {
-		return device.Errorf(value.BadOutOfRange, "%s (%s): %v", p.Address, p.Type, err)
-	}
-	return device.Errorf(value.BadTypeMismatch, "%s (%s): %v", p.Address, p.Type, err)
+	return device.Errorf(value.CoerceQuality(err), "%s (%s): %v", p.Address, p.Type, err)
 }
 
 // typeOf returns (and caches for the session) what a write needs to know

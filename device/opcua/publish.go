@@ -225,9 +225,14 @@ func (s *session) republish(ctx context.Context, subID, seq uint32) (*ua.Notific
 }
 
 // deliverMessage hands the data changes of one notification message to g.
-// A value whose source time is older than the one last delivered for its
-// item (a late response of a concurrent publish request) is dropped and
-// logged, so values never go back in time.
+// Order is the subscription's, never a device clock's (Part 4 §5.13.1.1:
+// the sequence number orders the notification messages of a subscription):
+// a value from a message older than the one last delivered for its item
+// (a late response of a concurrent publish request, a republished message
+// already overtaken) is dropped and logged, so values never go back; the
+// source timestamp is kept as data, and a device clock ahead of the
+// gateway's (a notification stamped in the future) never holds later
+// values back.
 func (s *session) deliverMessage(g *group, msg *ua.NotificationMessage) {
 	for _, eo := range msg.NotificationData {
 		if eo == nil {
@@ -246,9 +251,9 @@ func (s *session) deliverMessage(g *group, msg *ua.NotificationMessage) {
 				v := vqtOf(mi.Value, g.points[i].Type)
 				g.mu.Lock()
 				it := &g.items[i]
-				stale := !it.lastSrc.IsZero() && v.Time.Before(it.lastSrc)
+				stale := it.hasSeq && seqBefore(msg.SequenceNumber, it.lastSeq)
 				if !stale {
-					it.lastSrc = v.Time
+					it.lastSeq, it.hasSeq = msg.SequenceNumber, true
 					it.marked, it.markWhy = 0, ""
 					if mi.Value != nil && isNodeGone(mi.Value.Status) {
 						it.status = mi.Value.Status
@@ -281,3 +286,8 @@ func (s *session) deliverMessage(g *group, msg *ua.NotificationMessage) {
 		}
 	}
 }
+
+// seqBefore reports whether sequence number a comes before b in a
+// subscription's sequence, which wraps from 4294967295 to 1 (Part 4
+// §7.38): serial number arithmetic (RFC 1982) on 32 bits.
+func seqBefore(a, b uint32) bool { return int32(a-b) < 0 }

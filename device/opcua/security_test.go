@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"qubiq.dev/edge/device"
+	"qubiq.dev/edge/device/devicetest"
 	"qubiq.dev/edge/internal/peers"
 	"qubiq.dev/edge/value"
 )
@@ -164,7 +165,7 @@ func TestDriver_Security_UsernameSignAndEncrypt(t *testing.T) {
 	if v := readOne(t, d, p); !isGood(v) || v.Value != int64(-1234) {
 		t.Fatalf("Read = %v %s %s, want -1234 Good", v.Value, v.Quality, v.Reason)
 	}
-	if err := d.Write(t.Context(), p, 4321); err != nil {
+	if err := devicetest.Write(t.Context(), d, p, 4321); err != nil {
 		t.Fatalf("Write: %v", err)
 	}
 	if got := srv.Cmd("get Int16")["value"]; got != float64(4321) {

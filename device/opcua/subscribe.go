@@ -81,7 +81,8 @@ type item struct {
 	live     bool          // created on the server, in this subscription
 	status   ua.StatusCode // the last bad status (refused, or notified bad node)
 	noFilter bool          // the server refused the deadband filter
-	lastSrc  time.Time     // source time of the last delivered value
+	lastSeq  uint32        // sequence number of the notification message last delivered for it
+	hasSeq   bool          // lastSeq is set (in the current subscription)
 	marked   value.Quality // quality of the last failure mark delivered
 	markWhy  string
 	polled   bool      // the server cannot monitor it: polled with Read
@@ -147,7 +148,7 @@ func (d *Driver) SubscribeWith(ctx context.Context, opts SubscribeOptions, point
 		addrs: make([]*NodeAddress, len(points)), items: make([]item, len(points))}
 	now := time.Now().UTC()
 	for i, p := range points {
-		a, err := ParseAddress(p.Address)
+		a, err := d.parse(p)
 		if err != nil {
 			g.deliver(i, value.Bad(value.BadConfigurationError, err.Error(), now))
 			continue
@@ -225,7 +226,7 @@ func (g *group) markDown(q value.Quality, why string) {
 	}
 	for i := range g.items {
 		it := &g.items[i]
-		it.hasRead, it.lastSrc = false, time.Time{}
+		it.hasRead, it.hasSeq = false, false
 		if g.addrs[i] == nil || (it.marked == q && it.markWhy == why) {
 			continue
 		}
@@ -411,7 +412,7 @@ func (s *session) createSub(ctx context.Context, g *group) error {
 	var all []int
 	for i := range g.items {
 		g.items[i].live, g.items[i].monID, g.items[i].status, g.items[i].polled = false, 0, 0, false
-		g.items[i].lastSrc, g.items[i].hasRead = time.Time{}, false
+		g.items[i].hasSeq, g.items[i].hasRead = false, false
 		if g.addrs[i] != nil {
 			all = append(all, i)
 		}

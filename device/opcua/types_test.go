@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"qubiq.dev/edge/device"
+	"qubiq.dev/edge/device/devicetest"
 	"qubiq.dev/edge/value"
 )
 
@@ -132,7 +133,7 @@ func TestDriver_Write_EachType(t *testing.T) {
 	} {
 		t.Run(tc.node, func(t *testing.T) {
 			p := vpoint(tc.node, value.Auto)
-			if err := d.Write(t.Context(), p, tc.write); err != nil {
+			if err := devicetest.Write(t.Context(), d, p, tc.write); err != nil {
 				t.Fatalf("Write(%#v): %v", tc.write, err)
 			}
 			v := readOne(t, d, p)
@@ -182,7 +183,7 @@ func TestDriver_Write_Refusals(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before, _ := srv.CmdErr("get " + strings.TrimPrefix(tc.p.Tag, "T/"))
-			err := d.Write(t.Context(), tc.p, tc.v)
+			err := devicetest.Write(t.Context(), d, tc.p, tc.v)
 			var qe *device.QualityError
 			if !errors.As(err, &qe) {
 				t.Fatalf("Write = %v, want a *device.QualityError", err)

@@ -3,7 +3,6 @@ package opcua
 import (
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -37,7 +36,8 @@ func builtinName(t ua.TypeID) string {
 // Boolean → bool; SByte, Int16, Int32, Int64 → int64; Byte, UInt16, UInt32,
 // UInt64 and StatusCode → uint64; Float, Double → float64 (a Float keeps its
 // shortest decimal form: 0.1f is 0.1); String, XmlElement → string; DateTime
-// → RFC 3339 text in UTC with fractional seconds; ByteString → standard
+// → RFC 3339 text in UTC with fractional seconds, decoded from the raw
+// ticks ("" for no date, clamped at the OPC UA maximum: dateText); ByteString → standard
 // base64; Guid → "72962B91-FA75-4AE6-8D28-B404DC7DAF63"; NodeId,
 // ExpandedNodeId → their string form; QualifiedName → "ns:Name";
 // LocalizedText → its text; a Variant or DataValue → its value; an
@@ -46,13 +46,39 @@ func builtinName(t ua.TypeID) string {
 // DiagnosticInfo, are errors wrapping value.ErrTypeMismatch that name the
 // type.
 func fromVariant(v *ua.Variant) (value.Value, error) {
+	return fromVariantNote(v, nil)
+}
+
+// fromVariantNote is fromVariant that also says, in *note (when not nil),
+// why the value is not quite what the server sent: a DateTime clamped to
+// the OPC UA maximum (docs/values.md).
+func fromVariantNote(v *ua.Variant, note *string) (value.Value, error) {
 	if v == nil {
 		return nil, nil
 	}
-	return fromGo(v.Value())
+	return fromGoNote(v.Value(), note)
 }
 
-func fromGo(x any) (value.Value, error) {
+func fromGo(x any) (value.Value, error) { return fromGoNote(x, nil) }
+
+// dateText is the tag value of a DateTime (Part 6 §5.2.2.5, applied by
+// dateOf to the ticks gopcua decoded): RFC 3339 in UTC for a date, "" for
+// "no date" (0 ticks, the minimum), and the maximum 9999-12-31T23:59:59Z,
+// noted, for a value at or beyond it. Never a wrapped date.
+func dateText(t time.Time, note *string) string {
+	d, kind := dateOf(t)
+	switch kind {
+	case dateNone:
+		return ""
+	case dateMax:
+		if note != nil && *note == "" {
+			*note = "DateTime at or beyond the OPC UA maximum, clamped to 9999-12-31T23:59:59Z (Part 6 §5.2.2.5)"
+		}
+	}
+	return d.Format(time.RFC3339Nano)
+}
+
+func fromGoNote(x any, note *string) (value.Value, error) {
 	switch t := x.(type) {
 	case nil:
 		return nil, nil
@@ -87,7 +113,7 @@ func fromGo(x any) (value.Value, error) {
 	case ua.XMLElement:
 		return string(t), nil
 	case time.Time:
-		return t.UTC().Format(time.RFC3339Nano), nil
+		return dateText(t, note), nil
 	case *ua.GUID:
 		if t == nil || len(t.Data4) != 8 {
 			return nil, nil
@@ -124,12 +150,12 @@ func fromGo(x any) (value.Value, error) {
 		}
 		return t.Text, nil
 	case *ua.Variant:
-		return fromVariant(t)
+		return fromVariantNote(t, note)
 	case *ua.DataValue:
 		if t == nil {
 			return nil, nil
 		}
-		return fromVariant(t.Value)
+		return fromVariantNote(t.Value, note)
 	case *ua.ExtensionObject:
 		if t == nil {
 			return nil, nil
@@ -149,7 +175,7 @@ func fromGo(x any) (value.Value, error) {
 	if rv.Kind() == reflect.Slice || rv.Kind() == reflect.Array {
 		out := make([]any, rv.Len())
 		for i := range out {
-			e, err := fromGo(rv.Index(i).Interface())
+			e, err := fromGoNote(rv.Index(i).Interface(), note)
 			if err != nil {
 				return nil, err
 			}
@@ -404,9 +430,16 @@ func toBuiltin(t ua.TypeID, v value.Value) (any, error) {
 	case ua.TypeIDLocalizedText:
 		return ua.NewLocalizedText(s), nil
 	case ua.TypeIDDateTime:
+		if s == "" {
+			return time.Time{}, nil // no date: 0 ticks (Part 6 §5.2.2.5)
+		}
 		tm, err := time.Parse(time.RFC3339Nano, s)
 		if err != nil {
 			return nil, mismatch("is not an RFC 3339 date and time (DateTime)")
+		}
+		if !storable(tm) {
+			// gopcua v0.8.0 encodes through int64 nanoseconds (ua.Buffer.WriteTime): it would wrap.
+			return nil, fmt.Errorf("%w: DateTime %s is outside 1677-09-21..2262-04-11, which gopcua v0.8.0 cannot encode", value.ErrOutOfRange, s)
 		}
 		return tm.UTC(), nil
 	case ua.TypeIDGUID:
@@ -465,6 +498,3 @@ func coerceToTag(t value.Type, v value.Value) (value.Value, error) {
 	}
 	return value.Coerce(t, v)
 }
-
-// errIsOutOfRange reports whether err is a range refusal.
-func errIsOutOfRange(err error) bool { return errors.Is(err, value.ErrOutOfRange) }

@@ -37,10 +37,11 @@ func init() { device.Register("sim", New) }
 
 // Interface guards.
 var (
-	_ device.Driver       = (*Driver)(nil)
-	_ device.Restorer     = (*Driver)(nil)
-	_ device.WriteChecker = (*Driver)(nil)
-	_ device.Stater       = (*Driver)(nil)
+	_ device.Driver         = (*Driver)(nil)
+	_ device.Restorer       = (*Driver)(nil)
+	_ device.WriteChecker   = (*Driver)(nil)
+	_ device.Stater         = (*Driver)(nil)
+	_ device.AddressChecker = (*Driver)(nil)
 )
 
 // Config is the simulator's device config: it has no keys, and any key is an
@@ -57,6 +58,8 @@ type Driver struct {
 	mu     sync.Mutex
 	mem    map[string]value.Value // memory values by tag path
 	closed bool
+
+	points device.ParseCache[gen] // parsed addresses, once per configuration
 }
 
 // New is the device.Factory of driver "sim". cfg.Raw must be empty or {}.
@@ -80,6 +83,15 @@ func (d *Driver) Validate() error { return nil }
 func (d *Driver) CheckPoint(p device.Point) error {
 	_, err := parsePoint(p)
 	return err
+}
+
+// CheckAddress parses an address alone, without its type
+// (device.AddressChecker); the error names the address text.
+func (d *Driver) CheckAddress(address string) error {
+	if _, err := parseAddress(address); err != nil {
+		return fmt.Errorf("sim address %q: %w", address, err)
+	}
+	return nil
 }
 
 // Open does nothing: the simulator is always there.
@@ -118,7 +130,7 @@ func (d *Driver) Read(ctx context.Context, points []device.Point) []value.VQT {
 			out[i] = value.Bad(value.BadNotConnected, "driver closed", now)
 			continue
 		}
-		g, err := parsePoint(p)
+		g, err := d.points.Get(p, parsePoint)
 		if err != nil {
 			out[i] = value.Bad(value.BadConfigurationError, err.Error(), now)
 			continue
@@ -132,7 +144,7 @@ func (d *Driver) Read(ctx context.Context, points []device.Point) []value.VQT {
 			v, err = coerce(p.Type, g.at(now.Sub(d.start)), g)
 		}
 		if err != nil {
-			out[i] = value.Bad(qualityOf(err), err.Error(), now)
+			out[i] = value.Bad(value.CoerceQuality(err), err.Error(), now)
 			continue
 		}
 		out[i] = value.VQT{Value: v, Quality: value.Good, Time: now}
@@ -150,21 +162,22 @@ func (d *Driver) memoryValue(p device.Point) (value.Value, error) {
 	return value.Coerce(p.Type, v)
 }
 
-// Write stores v for a memory point after coercing it to the point's type
-// (out of range: Bad_OutOfRange; wrong kind: Bad_TypeMismatch). Generator
-// addresses are Bad_NotWritable. Errors are *device.QualityError.
+// Write stores v for a memory point. v comes coerced to the point's type
+// (device.Coerce, the write path's one coercion); a value that does not
+// conform is Bad_TypeMismatch. Generator addresses are Bad_NotWritable.
+// Errors are *device.QualityError.
 func (d *Driver) Write(ctx context.Context, p device.Point, v value.Value) error {
-	g, err := parsePoint(p)
+	g, err := d.points.Get(p, parsePoint)
 	if err != nil {
 		return device.Errorf(value.BadConfigurationError, "%v", err)
 	}
 	if g.kind != memory {
 		return device.Errorf(value.BadNotWritable, "sim address %q is read-only (only memory is writable)", p.Address)
 	}
-	cv, err := value.Coerce(p.Type, v)
-	if err != nil {
-		return device.Errorf(qualityOf(err), "%s (%s): %v", p.Tag, p.Type, err)
+	if !value.Conforms(p.Type, v) {
+		return device.NotCoerced(p, v)
 	}
+	cv := v
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
@@ -196,13 +209,6 @@ func (d *Driver) Restore(p device.Point, v value.Value) bool {
 func (d *Driver) Writable(p device.Point) bool {
 	g, err := parsePoint(p)
 	return err == nil && g.kind == memory
-}
-
-func qualityOf(err error) value.Quality {
-	if errors.Is(err, value.ErrOutOfRange) {
-		return value.BadOutOfRange
-	}
-	return value.BadTypeMismatch
 }
 
 type kind uint8
@@ -245,6 +251,9 @@ func parsePoint(p device.Point) (gen, error) {
 	switch p.Type {
 	case value.TypeUnknown, value.Auto:
 		return g, fmt.Errorf("sim address %q: type %s is not supported (want bool, int16..uint64, float32, float64 or string)", p.Address, p.Type)
+	}
+	if p.Encoding != "" || p.StringByteOrder != "" {
+		return g, fmt.Errorf("sim address %q: encoding and string_byte_order apply to Modbus register strings only", p.Address)
 	}
 	if g.kind != memory {
 		for _, x := range []float64{g.lo, g.hi} {
@@ -290,6 +299,11 @@ func parseAddress(s string) (gen, error) {
 	}
 	if g.lo > g.hi {
 		return g, fmt.Errorf("lo %v is above hi %v", g.lo, g.hi)
+	}
+	if math.IsInf(g.hi-g.lo, 0) {
+		// The generators compute lo + (hi-lo)×frac: a width beyond float64
+		// would make them send ±Inf and NaN.
+		return g, fmt.Errorf("the range %v..%v is wider than a float64 holds", g.lo, g.hi)
 	}
 	if want == 3 {
 		if g.period, err = time.ParseDuration(strings.TrimSpace(args[2])); err != nil {

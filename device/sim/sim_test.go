@@ -139,7 +139,7 @@ func TestDriver_Memory(t *testing.T) {
 			if v := d.Read(context.Background(), []device.Point{p})[0]; v.Quality != value.Good || v.Value != tt.zero {
 				t.Errorf("initial = %v %s, want Good %v", v.Value, v.Quality, tt.zero)
 			}
-			if err := d.Write(context.Background(), p, tt.write); err != nil {
+			if err := devicetest.Write(context.Background(), d, p, tt.write); err != nil {
 				t.Fatalf("Write: %v", err)
 			}
 			vs := d.Read(context.Background(), []device.Point{p, other})
@@ -170,7 +170,7 @@ func TestDriver_Write_Refused(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := newTestDriver(t, nil)
-			err := d.Write(context.Background(), tt.p, tt.v)
+			err := devicetest.Write(context.Background(), d, tt.p, tt.v)
 			var qe *device.QualityError
 			if !errors.As(err, &qe) || qe.Quality != tt.q {
 				t.Errorf("Write = %v, want a %s QualityError", err, tt.q)
@@ -235,5 +235,24 @@ func TestDriver_State(t *testing.T) {
 	}
 	if v := d.Read(context.Background(), []device.Point{pt("memory", value.Int16)})[0]; v.Quality != value.BadNotConnected {
 		t.Errorf("Read after Close = %s, want Bad_NotConnected", v.Quality)
+	}
+}
+
+// The simulator never sends a non-finite number: a range wider than a
+// float64 (whose generators would compute ±Inf and NaN) is refused, and
+// register-string options are not the simulator's.
+func TestSim_RefusesNonFiniteRangesAndStringOptions(t *testing.T) {
+	d, err := New(device.Config{Name: "sim"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []device.Point{
+		{Address: "ramp(-1e308,1e308,10s)", Type: value.Float64},
+		{Address: "memory", Type: value.String, Encoding: "latin1"},
+		{Address: "memory", Type: value.String, StringByteOrder: "low"},
+	} {
+		if err := d.CheckPoint(p); err == nil {
+			t.Errorf("CheckPoint(%+v) = nil", p)
+		}
 	}
 }

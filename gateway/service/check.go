@@ -53,7 +53,7 @@ func BuildDevices(p *config.Project, defaults func(driver string, raw json.RawMe
 			err = d.Validate()
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s:%d: device %q: %w", p.File, dc.Line, dc.Name, err))
+			errs = append(errs, fmt.Errorf("%s:%d: device %q: %w", p.File, dc.LineOf(err), dc.Name, err))
 			continue
 		}
 		devs[dc.Name] = d
@@ -86,11 +86,7 @@ func checkTags(p *config.Project, devs map[string]device.Driver) error {
 		if !ok {
 			continue
 		}
-		t, err := config.TagPoint(tc)
-		if err != nil {
-			continue // reported by EngineTags
-		}
-		if err := drv.CheckPoint(t); err != nil {
+		if err := config.CheckTagOnDevice(tc, drv); err != nil { // the address too when the type is bad
 			errs = append(errs, fmt.Errorf("%s: device %q: %w", at, tc.Device, err))
 		}
 	}

@@ -87,7 +87,7 @@ func openData(s *Service) (_ *data, err error) {
 }
 
 // loadProject applies the project's connections, named queries, message
-// handlers and history policies.
+// handlers (tag history policies come with the tags, in the engine).
 func (d *data) loadProject(p *config.Project) error {
 	if p == nil {
 		return nil
@@ -112,10 +112,7 @@ func (d *data) loadProject(p *config.Project) error {
 	for _, h := range hs {
 		d.handlers[h.Name] = h
 	}
-	pol, err := historyPolicies(p)
-	errs = append(errs, err)
-	d.history.SetPolicies(pol)
-	return errors.Join(errs...)
+	return errors.Join(errs...) // history policies are the tags' own (tagengine.HistoryPolicy)
 }
 
 // checkData validates the project's sections the data services own
@@ -134,36 +131,7 @@ func checkData(p *config.Project) error {
 	errs = append(errs, err)
 	_, err = parseMessageHandlers(p.File, p.MessageHandlers)
 	errs = append(errs, err)
-	_, err = historyPolicies(p)
-	errs = append(errs, err)
-	return errors.Join(errs...)
-}
-
-// historyPolicies returns the recording policy of every tag with history
-// enabled (project tag "history: {enabled, deadband, max_interval}").
-func historyPolicies(p *config.Project) (map[string]store.HistoryPolicy, error) {
-	out := map[string]store.HistoryPolicy{}
-	var errs []error
-	for _, t := range p.Tags {
-		if t.History == nil || !t.History.Enabled {
-			continue
-		}
-		pol := store.HistoryPolicy{Deadband: t.History.Deadband}
-		if pol.Deadband < 0 {
-			errs = append(errs, fmt.Errorf("%s:%d: tag %q: history deadband %g must not be negative", p.File, t.Line, t.Path, pol.Deadband))
-			continue
-		}
-		if t.History.MaxInterval != "" {
-			iv, err := config.ParseDuration(t.History.MaxInterval)
-			if err != nil || iv < 0 {
-				errs = append(errs, fmt.Errorf("%s:%d: tag %q: history max_interval: %v", p.File, t.Line, t.Path, err))
-				continue
-			}
-			pol.MaxInterval = iv
-		}
-		out[t.Path] = pol
-	}
-	return out, errors.Join(errs...)
+	return errors.Join(errs...) // tag history is checked with the tags (config.EngineTags)
 }
 
 type messageHandlerYAML struct {
@@ -255,7 +223,7 @@ func (d *data) startFeed() {
 	if eng == nil || d.feedStop != nil {
 		return
 	}
-	ch, dropped, cancel := eng.Subscribe(historyFeed)
+	ch, dropped, cancel := eng.SubscribeHistory(historyFeed) // what each tag's history policy records
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	d.feedDone, d.feedDrop = done, dropped

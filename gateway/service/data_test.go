@@ -227,11 +227,28 @@ func TestServices_HistFromEngineChanges(t *testing.T) {
 	g := scriptGrant()
 	s.data.startFeed()
 	t0 := time.Now().UTC().Add(-time.Minute).Truncate(time.Millisecond)
-	for i, v := range []float64{1, 2, 2.2, 3} {
-		s.data.history.Offer("Line1/T", value.VQT{Value: v, Quality: value.Good, Time: t0.Add(time.Duration(i) * time.Second)})
-		s.data.history.Offer("Line2/X", value.VQT{Value: v, Quality: value.Good, Time: t0.Add(time.Duration(i) * time.Second)})
+	// The samples the engine's history feed hands the store: each tag's
+	// recording policy (tagengine.HistoryPolicy) decides.
+	tags, err := s.Project().EngineTags()
+	if err != nil {
+		t.Fatal(err)
 	}
-	s.data.history.Offer("Line1/Pump/Speed", value.VQT{Value: 9.0, Quality: value.Good, Time: t0}) // history not enabled
+	last := map[string]value.VQT{}
+	offer := func(path string, v value.VQT) {
+		for _, tg := range tags {
+			if tg.Path == path && tg.History != nil {
+				if prev, ok := last[path]; !ok || tg.History.Passes(prev, v) {
+					last[path] = v
+					s.data.history.Offer(path, v)
+				}
+			}
+		}
+	}
+	for i, v := range []float64{1, 2, 2.2, 3} {
+		offer("Line1/T", value.VQT{Value: v, Quality: value.Good, Time: t0.Add(time.Duration(i) * time.Second)})
+		offer("Line2/X", value.VQT{Value: v, Quality: value.Good, Time: t0.Add(time.Duration(i) * time.Second)})
+	}
+	offer("Line1/Pump/Speed", value.VQT{Value: 9.0, Quality: value.Good, Time: t0}) // history not enabled
 	if err := s.data.history.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}

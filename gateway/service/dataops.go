@@ -454,7 +454,7 @@ func (s *Service) History(ctx context.Context, g auth.Grant, q gateway.HistoryQu
 		hs := gateway.HistorySeries{Path: tr.Path, Aggregate: string(tr.Aggregate), Interval: tr.Interval, Bad: tr.Bad, Known: tr.Known,
 			Points: make([]gateway.HistoryPoint, len(tr.Points))}
 		for j, p := range tr.Points {
-			hs.Points[j] = gateway.HistoryPoint{Time: p.Time, Value: p.Value, Quality: p.Quality}
+			hs.Points[j] = gateway.HistoryPoint{Time: p.Time, Value: p.Value, Quality: p.Quality, StatusCode: p.StatusCode}
 		}
 		out[i] = hs
 	}

@@ -51,6 +51,9 @@ func testOptions(t *testing.T, dir string) Options {
 	})
 	sb := sandbox.DefaultConfig()
 	sb.PythonPath, sb.DataDir, sb.Replicas = testPython(), data, 1
+	// The worker limits are off (python.*: unlimited): this test binary has
+	// no sandbox-exec helper to apply them with (the sandbox's own tests do).
+	sb.MemoryMax, sb.PidsMax, sb.CPUMax = 0, 0, 0
 	return Options{DataDir: data, Baseline: auth.LevelOperate, Sandbox: sb, Version: "test", Store: db, Audit: audit, Log: quiet}
 }
 

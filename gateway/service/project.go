@@ -300,16 +300,12 @@ func (s *Service) restoreEngine(ctx context.Context, p *config.Project) error {
 }
 
 // applyData applies the project's sections the data services take at
-// once: tag history policies and named queries (both checked already).
+// once: named queries (checked already; tag history policies come with the
+// tags, in the new engine).
 func (s *Service) applyData(p *config.Project) {
 	if s.data == nil {
 		return
 	}
-	pol, err := historyPolicies(p)
-	if err != nil {
-		s.log.Error("project import: history policies", slog.Any("err", err))
-	}
-	s.data.history.SetPolicies(pol)
 	qs, err := sqldb.ParseNamedQueries(p.File, p.NamedQueries)
 	if err != nil {
 		s.log.Error("project import: named queries", slog.Any("err", err))
@@ -340,43 +336,49 @@ func (s *Service) persistProject(doc []byte) error {
 }
 
 // ImportTags upserts tags into the running project by path (format "csv":
-// config.ParseTagsCSV; "yaml": config.ParseTagsYAML) and applies the result
+// config.ReadTagsCSV; "yaml": config.ReadTagsYAML) and applies the result
 // as ImportProject does (audit action "tags.import"). The whole file is
-// checked first: every bad row, an unknown device or an address the
+// checked in one pass: every bad row, an unknown device or an address the
 // device's driver refuses, is a problem naming its line in doc, and on any
 // problem nothing is applied. A CSV row replaces the tag of its path but
-// keeps the keys CSV has no column for (deadband, history, unit_id); a YAML
-// entry replaces it whole.
+// keeps the keys whose column the file lacks; a YAML entry replaces it
+// whole. The project keeps at most config.MaxTagsPerProject tags.
 func (s *Service) ImportTags(ctx context.Context, g auth.Grant, format string, doc []byte) (gateway.ProjectChanges, error) {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	cur := s.Project()
+	devs, _ := BuildDevices(cur, s.opts.DeviceDefaults, s.log) // the running project's devices built before
+	names := make([]string, 0, len(cur.Devices))
+	for _, d := range cur.Devices {
+		names = append(names, d.Name)
+	}
+	existing := make(map[string]config.TagConfig, len(cur.Tags))
+	for _, t := range cur.Tags {
+		existing[t.Path] = t
+	}
+	opt := config.TagImport{Devices: &config.TagDevices{Names: names, Drivers: config.Checkers(devs)}, Existing: existing}
 	var rows []config.TagConfig
 	var err error
 	switch format {
 	case "csv":
-		rows, err = config.ParseTagsCSV(doc)
+		rows, err = config.ReadTagsCSV(bytes.NewReader(doc), opt)
 	case "yaml":
-		rows, err = config.ParseTagsYAML(doc)
+		rows, err = config.ReadTagsYAML(doc, opt)
 	default:
 		return gateway.ProjectChanges{}, fmt.Errorf("%w: format %q: want csv or yaml", gateway.ErrInvalid, format)
 	}
 	if err != nil {
 		return gateway.ProjectChanges{}, projectError(err)
 	}
-	s.applyMu.Lock()
-	defer s.applyMu.Unlock()
-	cur := s.Project()
-	if err := s.checkRows(cur, rows); err != nil {
-		return gateway.ProjectChanges{}, projectError(err)
+	added := 0
+	for _, r := range rows {
+		if _, ok := existing[r.Path]; !ok {
+			added++
+		}
 	}
-	if format == "csv" {
-		byPath := map[string]config.TagConfig{}
-		for _, t := range cur.Tags {
-			byPath[t.Path] = t
-		}
-		for i := range rows {
-			if t, ok := byPath[rows[i].Path]; ok {
-				rows[i].Deadband, rows[i].History, rows[i].UnitID = t.Deadband, t.History, t.UnitID
-			}
-		}
+	if n := len(cur.Tags) + added; n > config.MaxTagsPerProject {
+		return gateway.ProjectChanges{}, projectError(fmt.Errorf("the project would have %d tags, over the limit of %d (docs/limits.md)",
+			n, config.MaxTagsPerProject))
 	}
 	curDoc, err := s.projectDoc()
 	if err != nil {
@@ -391,38 +393,6 @@ func (s *Service) ImportTags(ctx context.Context, g auth.Grant, format string, d
 		return gateway.ProjectChanges{}, err
 	}
 	return changesOf(d), nil
-}
-
-// checkRows checks imported tags against the project's devices: a device
-// the project lacks, an address its driver refuses. Each problem names the
-// row's line.
-func (s *Service) checkRows(p *config.Project, rows []config.TagConfig) error {
-	devs, _ := BuildDevices(p, s.opts.DeviceDefaults, s.log) // the running project's devices built before
-	known := map[string]bool{}
-	for _, d := range p.Devices {
-		known[d.Name] = true
-	}
-	var errs []error
-	for _, tc := range rows {
-		at := fmt.Sprintf("line %d: tag %q", tc.Line, tc.Path)
-		drv, ok := devs[tc.Device]
-		if !known[tc.Device] || !ok {
-			names := make([]string, 0, len(p.Devices))
-			for _, d := range p.Devices {
-				names = append(names, d.Name)
-			}
-			errs = append(errs, fmt.Errorf("%s: unknown device %q (the project has: %s)", at, tc.Device, strings.Join(names, ", ")))
-			continue
-		}
-		pt, err := config.TagPoint(tc)
-		if err != nil {
-			continue // reported by the parser
-		}
-		if err := drv.CheckPoint(pt); err != nil {
-			errs = append(errs, fmt.Errorf("%s: device %q: %w", at, tc.Device, err))
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // ExportTags returns the running project's tags as a CSV or YAML tag file

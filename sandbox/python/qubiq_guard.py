@@ -23,8 +23,11 @@ levels, cgroups). Layers, cheapest first:
 * Restricted builtins: no open, exec, eval, compile, input, breakpoint,
   globals, locals, vars, help, memoryview; getattr, setattr, delattr and
   hasattr refuse forbidden names built at run time; __import__ checks the
-  root name of imports the script makes against the allow-list and returns
-  read-only proxies made fresh for each run.
+  root name of imports the script makes (its import statements) against the
+  allow-list and returns read-only proxies made fresh for each run; an
+  import the standard library's C code makes on the script's behalf
+  (datetime.strptime imports _strptime, strftime imports time) is its own
+  business and gets the real module (Run.gated_import).
 * ModuleProxy: a read-only view of an allowed module that exposes only its
   public attributes that are not other modules, loaders or capsules
   (submodules of the same package are exposed as proxies in turn). Module
@@ -44,6 +47,7 @@ import collections
 import collections.abc
 import copy
 import importlib
+import opcode
 import os
 import string
 import sys
@@ -588,6 +592,17 @@ class Audit:
 
 # ---------------------------------------------------------------- per run
 
+_IMPORT_NAME = opcode.opmap["IMPORT_NAME"]
+
+
+def _statement_import(frame):
+    """True when frame, the frame __import__ was called in, is executing an
+    import statement (IMPORT_NAME), not a call from C code."""
+    try:
+        return frame.f_code.co_code[frame.f_lasti] == _IMPORT_NAME
+    except (AttributeError, IndexError):
+        return True  # unknown: treat it as the script's, which is checked
+
 def _plain(fn, name):
     """fn (a bound method of a guard object) as a plain function, so that
     a builtin's __self__ does not hand the guard's state to a script."""
@@ -658,6 +673,30 @@ class Run:
         return c
 
     def gated_import(self, name, globals=None, locals=None, fromlist=(), level=0):
+        # __import__ is reached through the script's builtins both by the
+        # script's own import statements and by C code of the standard
+        # library that the script called (PyImport_Import takes the
+        # builtins of the running frame: datetime.strptime imports
+        # _strptime, strftime and timetuple import time). Only the first
+        # kind is the script's import: the allow-list checks it. Scripts
+        # cannot name __import__ (names beginning with '__' are refused), so
+        # a call that is not an import statement comes from the standard
+        # library, which imports standard modules for itself.
+        self.env.audit.trusted += 1  # reading the frame raises audit events of its own
+        try:
+            statement = _statement_import(sys._getframe(2))
+        finally:
+            self.env.audit.trusted -= 1
+        if not statement:
+            root = name.partition(".")[0]
+            if level == 0 and root in sys.stdlib_module_names:
+                self.env.audit.trusted += 1
+                try:
+                    return builtins.__import__(name, globals, locals, fromlist, 0)
+                finally:
+                    self.env.audit.trusted -= 1
+            raise ImportError("module %r is not available in scripts (%s)"
+                              % (root, allow_list_text(self.env.allowed, self.env.installed)))
         if level:
             raise ImportError("relative imports are not available in scripts")
         root = name.partition(".")[0]

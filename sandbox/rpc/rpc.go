@@ -376,7 +376,7 @@ func decodeCall(b []byte) (*Call, bool) {
 	}
 	rest := b[len(p1):]
 	i := bytes.IndexByte(rest, '"')
-	if i < 0 || bytes.IndexByte(rest[:i], '\\') >= 0 {
+	if i < 0 || !plainASCII(rest[:i]) {
 		return nil, false
 	}
 	c := &Call{Type: TypeCall, Exec: string(rest[:i])}
@@ -403,7 +403,7 @@ func decodeCall(b []byte) (*Call, bool) {
 	}
 	rest = rest[len(p3):]
 	k := bytes.IndexByte(rest, '"')
-	if k < 0 || bytes.IndexByte(rest[:k], '\\') >= 0 {
+	if k < 0 || !plainASCII(rest[:k]) {
 		return nil, false
 	}
 	c.Method = string(rest[:k])
@@ -417,4 +417,17 @@ func decodeCall(b []byte) (*Call, bool) {
 	}
 	c.Params = append(json.RawMessage(nil), params...)
 	return c, true
+}
+
+// plainASCII reports whether a JSON string's bytes need no decoding:
+// printable ASCII without a backslash. Anything else (escapes, control
+// characters JSON refuses, non-ASCII text) goes through encoding/json, so
+// the fast path never accepts what encoding/json would not.
+func plainASCII(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 || c >= 0x7F || c == '\\' {
+			return false
+		}
+	}
+	return true
 }

@@ -1,0 +1,134 @@
+package tagengine
+
+import (
+	"math"
+	"time"
+
+	"qubiq.dev/edge/value"
+)
+
+// HistoryPolicy is a tag's history recording policy (project file, tag
+// "history: {enabled, deadband, max_interval}"; docs/values.md): a change
+// is recorded when its quality or raw status code differs from the last
+// recorded one, or its value differs by more than Deadband (numbers; any
+// difference for bools, strings and arrays: a deadband never holds back a
+// state change); with MaxInterval > 0 the current value is recorded again,
+// stamped now, when nothing was recorded for that long. This is the one
+// home of the policy: the engine decides what is recorded
+// (SubscribeHistory), the store only stores it.
+type HistoryPolicy struct {
+	Deadband    float64
+	MaxInterval time.Duration
+}
+
+// Passes reports whether next is recorded after last, the last recorded
+// VQT of the tag (times do not count: a device clock never decides).
+func (p HistoryPolicy) Passes(last, next value.VQT) bool {
+	if last.Quality != next.Quality || last.StatusCode != next.StatusCode {
+		return true
+	}
+	a, aok := number(last.Value)
+	b, bok := number(next.Value)
+	if aok && bok {
+		if math.IsNaN(a) || math.IsNaN(b) {
+			return math.IsNaN(a) != math.IsNaN(b)
+		}
+		if p.Deadband > 0 {
+			return math.Abs(a-b) > p.Deadband
+		}
+		return a != b
+	}
+	return !value.Equal(last.Value, next.Value)
+}
+
+// histState is what the history policy remembers of one tag: the last VQT
+// recorded and when (the gateway's clock: a device clock never decides
+// when a max-interval sample is due).
+type histState struct {
+	last value.VQT
+	has  bool
+	at   time.Time
+}
+
+// recordable reports whether the change v of st passes its history policy,
+// and remembers it as recorded when it does. The caller holds e.mu.
+func (e *Engine) recordable(st *tagState, v value.VQT) bool {
+	p := st.tag.History
+	if p == nil {
+		return false
+	}
+	if st.hist.has && !p.Passes(st.hist.last, v) {
+		e.histSkipped.Add(1)
+		return false
+	}
+	st.hist = histState{last: v, has: true, at: e.now()}
+	return true
+}
+
+// forceHistory records again, stamped now, the current VQT of every tag
+// whose policy has a MaxInterval and that recorded nothing for that long
+// (HistoryPolicy). It runs with the last-value flush, every FlushEvery.
+func (e *Engine) forceHistory() {
+	now := e.now()
+	var out []Change
+	e.mu.Lock()
+	for _, p := range e.order {
+		st := e.tags[p]
+		pol := st.tag.History
+		if pol == nil || pol.MaxInterval <= 0 || !st.hist.has || now.Sub(st.hist.at) < pol.MaxInterval {
+			continue
+		}
+		v := st.cur
+		v.Time = now.UTC()
+		st.hist = histState{last: v, has: true, at: now}
+		out = append(out, Change{Path: p, VQT: v, record: true})
+	}
+	e.mu.Unlock()
+	if len(out) > 0 {
+		e.publishHistory(out)
+	}
+}
+
+// SubscribeHistory returns a channel of what history records, with room
+// for buf pending entries, a function returning how many were dropped
+// because the channel was full (DESIGN.md: never dropped silently) and one
+// that ends the subscription: every change that passes its tag's
+// HistoryPolicy, and the max-interval repeats, stamped now. Tags without a
+// policy never appear. Like Subscribe, it outlives a project reload
+// (TakeOver).
+func (e *Engine) SubscribeHistory(buf int) (ch <-chan Change, dropped func() uint64, cancel func()) {
+	s := &subscriber{ch: make(chan Change, buf)}
+	e.subs.Lock()
+	id := e.subs.next
+	e.subs.next++
+	e.subs.hist[id] = s
+	e.subs.Unlock()
+	return s.ch, s.dropped.Load, func() {
+		e.subs.Lock()
+		delete(e.subs.hist, id)
+		e.subs.Unlock()
+	}
+}
+
+// HistorySkipped returns how many changes the history policies held back
+// (inside a history deadband), since New.
+func (e *Engine) HistorySkipped() uint64 { return e.histSkipped.Load() }
+
+func (e *Engine) publishHistory(changes []Change) {
+	if e.retired.Load() {
+		return
+	}
+	e.subs.Lock()
+	defer e.subs.Unlock()
+	for _, s := range e.subs.hist {
+		for _, c := range changes {
+			select {
+			case s.ch <- c:
+			default:
+				if s.dropped.Add(1) == 1 {
+					e.log.Warn("history queue full; samples dropped and counted")
+				}
+			}
+		}
+	}
+}
