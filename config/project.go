@@ -239,7 +239,7 @@ func ParseProject(b []byte) (*Project, error) {
 	for _, sec := range []struct {
 		key   string
 		nodes []yaml.Node
-	}{{"flows", p.Flows}, {"alarms", p.Alarms}} {
+	}{{"flows", p.Flows}} {
 		if len(sec.nodes) > 0 {
 			notImpl = append(notImpl, fmt.Errorf("line %d: section %q: %s; remove it (this qubiqd would not run it)",
 				keyLines[sec.key], sec.key, NotImplementedSections[sec.key]))
