@@ -23,6 +23,7 @@ var commandOrder = []string{
 	"devices list", "devices show", "devices plan", "devices browse",
 	"devices certs list", "devices certs trust", "devices certs reject",
 	"scripts push", "scripts run", "scripts lint", "scripts list",
+	"alarms list", "alarms ack", "alarms shelve", "alarms unshelve", "alarms note", "alarms journal", "alarms stats",
 	"project import", "project export",
 	"packages list", "packages install", "packages upload", "packages remove", "packages check",
 	"apikeys create", "apikeys list", "apikeys revoke",
