@@ -36,7 +36,7 @@ func (e *Engine) snapshot(in *inst) Alarm {
 	a := Alarm{ID: in.ID, Name: d.Name, Source: in.Source, DisplayPath: d.DisplayPath, Priority: d.Priority, Mode: d.Mode,
 		AckMode: d.AckMode, State: in.state(), Active: in.active, Acked: in.acked, Suppressed: in.suppressed,
 		OutOfService: in.oos, Latched: in.latched, Chattering: in.chattering, Evaluable: in.evaluable, Reason: in.reason,
-		Value: in.src.Value, Units: in.Units, Quality: in.src.Quality, ActiveSince: in.activeSince, AckedAt: in.ackedAt,
+		Value: in.src.Value, Units: in.Units, Quality: in.src.Quality, Timestamp: in.src.Time, ActiveSince: in.activeSince, AckedAt: in.ackedAt,
 		AckedBy: in.ackedBy, LastChange: in.lastChange, AckLevel: d.AckLevel, ShelveLevel: d.ShelveLevel,
 		Notes: slices.Clone(in.notes)}
 	if a.DisplayPath == "" {

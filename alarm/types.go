@@ -91,7 +91,7 @@ type Note struct {
 
 // Alarm is the state of one alarm now: its identity, state, overlays,
 // whether it can be evaluated (and why not), its message, the source's
-// value, quality and units, the limits in force (nil when the mode has
+// value, quality, timestamp and units, the limits in force (nil when the mode has
 // none or a limit tag is not known), the times and who of its last
 // activation and acknowledgement, the levels its operations need, and its
 // notes (the last MaxNotes, oldest first).
@@ -117,6 +117,7 @@ type Alarm struct {
 	Value        value.Value
 	Units        string
 	Quality      value.Quality
+	Timestamp    time.Time // the source's VQT time
 	Setpoint     *float64
 	Low, High    *float64
 	ActiveSince  time.Time

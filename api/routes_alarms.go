@@ -288,7 +288,7 @@ func wireAlarm(a gateway.Alarm) apitypes.Alarm {
 	out := apitypes.Alarm{ID: a.ID, Name: a.Name, Source: a.Source, DisplayPath: a.DisplayPath, Priority: a.Priority, Mode: a.Mode,
 		AckMode: a.AckMode, State: a.State, Active: a.Active, Acked: a.Acked, Suppressed: a.Suppressed, OutOfService: a.OutOfService,
 		Latched: a.Latched, Chattering: a.Chattering, Evaluable: a.Evaluable, Reason: a.Reason, Message: a.Message,
-		Value: wireValue(a.Value), Units: a.Units, Quality: a.Quality.String(), Setpoint: a.Setpoint, Low: a.Low, High: a.High,
+		Value: wireValue(a.Value), Units: a.Units, Quality: a.Quality.String(), Timestamp: optTime(a.Timestamp), Setpoint: a.Setpoint, Low: a.Low, High: a.High,
 		ActiveSince: optTime(a.ActiveSince), AckedAt: optTime(a.AckedAt), AckedBy: optString(a.AckedBy),
 		LastChange: optTime(a.LastChange), AckLevel: a.AckLevel.String(), ShelveLevel: a.ShelveLevel.String(),
 		Notes: make([]apitypes.AlarmNote, len(a.Notes))}

@@ -68,7 +68,7 @@ type Alarms interface {
 // critical; Mode and AckMode the definition's; Shelf nil unless shelved;
 // Evaluable false with a Reason when the source or a limit tag is not
 // Good (the alarm then keeps its state); Message interpolated with the
-// current value; Setpoint, Low, High the limits in force (nil: none or
+// current value; Value, Quality and Timestamp the source's VQT; Setpoint, Low, High the limits in force (nil: none or
 // unknown); ActiveSince and AckedAt zero when not set; Notes oldest first,
 // the last 20.
 type Alarm struct {
@@ -93,6 +93,7 @@ type Alarm struct {
 	Value        value.Value
 	Units        string
 	Quality      value.Quality
+	Timestamp    time.Time
 	Setpoint     *float64
 	Low          *float64
 	High         *float64

@@ -15,7 +15,7 @@ import (
 // critical; Shelved is null unless shelved; Evaluable is false with a
 // Reason when the source or a limit tag is not Good (the alarm then keeps
 // its state); Value is the source's last known value (integers exact,
-// null when none); Setpoint, Low and High are the limits in force (null:
+// null when none) and Timestamp its VQT time; Setpoint, Low and High are the limits in force (null:
 // none, or the limit tag is not known); the times are RFC 3339 UTC, null
 // when unset; Notes are the last 20, oldest first. Mode and AckMode are
 // the definition's.
@@ -41,6 +41,7 @@ type Alarm struct {
 	Value        json.RawMessage `json:"value"`
 	Units        string          `json:"units"`
 	Quality      string          `json:"quality"`
+	Timestamp    *time.Time      `json:"timestamp"`
 	Setpoint     *float64        `json:"setpoint"`
 	Low          *float64        `json:"low,omitempty"`
 	High         *float64        `json:"high,omitempty"`

@@ -140,7 +140,7 @@ func gatewayAlarm(a alarm.Alarm) gateway.Alarm {
 		Mode: a.Mode.String(), AckMode: a.AckMode.String(), State: a.State.String(), Active: a.Active, Acked: a.Acked,
 		Suppressed: a.Suppressed, OutOfService: a.OutOfService, Latched: a.Latched, Chattering: a.Chattering,
 		Evaluable: a.Evaluable, Reason: a.Reason, Message: a.Message, Value: a.Value, Units: a.Units, Quality: a.Quality,
-		Setpoint: a.Setpoint, Low: a.Low, High: a.High, ActiveSince: a.ActiveSince, AckedAt: a.AckedAt, AckedBy: a.AckedBy,
+		Timestamp: a.Timestamp, Setpoint: a.Setpoint, Low: a.Low, High: a.High, ActiveSince: a.ActiveSince, AckedAt: a.AckedAt, AckedBy: a.AckedBy,
 		LastChange: a.LastChange, AckLevel: a.AckLevel, ShelveLevel: a.ShelveLevel, Notes: make([]gateway.AlarmNote, len(a.Notes))}
 	if a.Shelf != nil {
 		out.Shelf = &gateway.AlarmShelf{By: a.Shelf.By, At: a.Shelf.At, Until: a.Shelf.Until, OneShot: a.Shelf.OneShot}

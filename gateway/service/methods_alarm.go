@@ -215,7 +215,7 @@ func scriptAlarm(a gateway.Alarm) map[string]any {
 		"mode": a.Mode, "ack_mode": a.AckMode, "state": a.State, "active": a.Active, "acked": a.Acked, "shelved": shelf,
 		"suppressed": a.Suppressed, "out_of_service": a.OutOfService, "latched": a.Latched, "chattering": a.Chattering,
 		"evaluable": a.Evaluable, "reason": a.Reason, "message": a.Message, "value": scriptValue(a.Value), "units": a.Units,
-		"quality": a.Quality.String(), "setpoint": a.Setpoint, "low": a.Low, "high": a.High,
+		"quality": a.Quality.String(), "timestamp": scriptTime(a.Timestamp), "setpoint": a.Setpoint, "low": a.Low, "high": a.High,
 		"active_since": scriptTime(a.ActiveSince), "acked_at": scriptTime(a.AckedAt), "acked_by": ackedBy,
 		"last_change": scriptTime(a.LastChange), "ack_level": a.AckLevel.String(), "shelve_level": a.ShelveLevel.String(),
 		"notes": notes}
