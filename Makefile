@@ -109,3 +109,9 @@ fuzz: deps-go
 	  echo "fuzz $$pkg $$fn for $(FUZZTIME)"; \
 	  $(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	done
+
+# Alarms (issue 16): bench/alarms/run.sh, bench/README.md "bench-alarms".
+.PHONY: bench-alarms
+bench: bench-alarms
+bench-alarms: deps build
+	PYTHON_PATH=$(PYTHON) bench/alarms/run.sh

@@ -228,8 +228,42 @@ func (e *Engine) Stop(context.Context) error {
 	return e.lastCommitErr
 }
 
-// batchMax bounds the changes one evaluation pass takes from the feed.
-const batchMax = 8192
+// A pass of the evaluation loop takes at most batchMax changes from the
+// feed. After the feed runs dry it waits up to batchQuiet for more (a scan
+// delivers its changes in a burst), at most batchLinger after the first:
+// one pass, and one journal commit, per burst rather than one per
+// scheduling slice of the burst.
+const (
+	batchMax    = 16384
+	batchQuiet  = time.Millisecond
+	batchLinger = 20 * time.Millisecond
+)
+
+// collect adds to batch the changes of the feed's current burst.
+func (e *Engine) collect(ch <-chan Change, batch []Change, t *time.Timer) []Change {
+	deadline := time.Now().Add(batchLinger)
+	for len(batch) < batchMax {
+		select {
+		case c := <-ch:
+			batch = append(batch, c)
+			continue
+		default:
+		}
+		wait := min(batchQuiet, time.Until(deadline))
+		if wait <= 0 {
+			return batch
+		}
+		t.Reset(wait)
+		select {
+		case c := <-ch:
+			t.Stop() // Go 1.23 timers: no stale tick is delivered after Stop
+			batch = append(batch, c)
+		case <-t.C:
+			return batch
+		}
+	}
+	return batch
+}
 
 // loop is the evaluation loop: changes from the feed, deadlines, the
 // feed's overflow (a resync from current values), retention.
@@ -251,16 +285,13 @@ func (e *Engine) loop(ctx context.Context, ch <-chan Change, dropped func() uint
 	retention := time.NewTicker(e.set.RetentionEvery)
 	defer retention.Stop()
 	batch := make([]Change, 0, 256)
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
 	for {
 		e.mu.Lock()
 		next := e.queue.next()
 		e.mu.Unlock()
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
+		timer.Stop() // Go 1.23 timers: no stale tick is delivered after Stop
 		if !next.IsZero() {
 			timer.Reset(max(next.Sub(e.now()), 0))
 		}
@@ -268,16 +299,7 @@ func (e *Engine) loop(ctx context.Context, ch <-chan Change, dropped func() uint
 		case <-ctx.Done():
 			return
 		case c := <-ch:
-			batch = append(batch[:0], c)
-		drain:
-			for len(batch) < batchMax {
-				select {
-				case c := <-ch:
-					batch = append(batch, c)
-				default:
-					break drain
-				}
-			}
+			batch = e.collect(ch, append(batch[:0], c), linger)
 			e.Apply(batch)
 		case <-timer.C:
 			e.Advance()

@@ -17,12 +17,11 @@ import (
 type inst struct {
 	Instance
 
-	// Inputs: the source, the limit tags (setpoint, low, high) and the
-	// suppression condition tag.
+	// Inputs: the source, and (allocated when one is set) the limit tags
+	// (setpoint, low, high) and the suppression condition tag.
 	src    value.VQT
 	srcSet bool
-	ops    [3]value.VQT
-	sup    value.VQT
+	more   *inputs
 
 	// Rate of change of the source (ModeRate), units per second.
 	prevV     float64
@@ -48,6 +47,28 @@ type inst struct {
 	sched time.Time // the deadline queued for it (zero: none)
 	gen   uint64    // invalidates older queued deadlines
 	dirty bool      // its persisted state changed
+}
+
+// inputs are an alarm's tag inputs besides its source.
+type inputs struct {
+	ops [3]value.VQT
+	sup value.VQT
+}
+
+// op returns the value of the i-th limit tag (zero: none yet).
+func (in *inst) op(i int) value.VQT {
+	if in.more == nil {
+		return value.VQT{}
+	}
+	return in.more.ops[i]
+}
+
+// supv returns the value of the suppression condition tag (zero: none yet).
+func (in *inst) supv() value.VQT {
+	if in.more == nil {
+		return value.VQT{}
+	}
+	return in.more.sup
 }
 
 // Roles of a tag for an alarm.
@@ -95,7 +116,7 @@ func (in *inst) operand(i int, op Operand) (float64, bool) {
 	if op.Tag == "" {
 		return op.Value, true
 	}
-	v := in.ops[i]
+	v := in.op(i)
 	if !v.Quality.IsGood() {
 		return 0, false
 	}
@@ -146,8 +167,8 @@ func (in *inst) check() (bool, string) {
 		if op.Tag == "" {
 			continue
 		}
-		if !in.ops[i].Quality.IsGood() {
-			return false, why([]string{"setpoint", "low", "high"}[i]+" tag "+op.Tag, in.ops[i])
+		if v := in.op(i); !v.Quality.IsGood() {
+			return false, why([]string{"setpoint", "low", "high"}[i]+" tag "+op.Tag, v)
 		}
 		if _, ok := in.operand(i, op); !ok {
 			return false, fmt.Sprintf("%s tag %s holds no number", []string{"setpoint", "low", "high"}[i], op.Tag)
@@ -249,9 +270,15 @@ func (in *inst) setInput(role int, v value.VQT, now time.Time) {
 			in.sample(v, now)
 		}
 	case roleSetpoint, roleLow, roleHigh:
-		in.ops[role-roleSetpoint] = v
+		if in.more == nil {
+			in.more = &inputs{}
+		}
+		in.more.ops[role-roleSetpoint] = v
 	case roleSuppress:
-		in.sup = v
+		if in.more == nil {
+			in.more = &inputs{}
+		}
+		in.more.sup = v
 	}
 }
 
@@ -284,15 +311,16 @@ func (in *inst) sample(v value.VQT, now time.Time) {
 // (no value, or the last value before a restart) keeps the suppression
 // as it is.
 func (in *inst) suppressedNow() bool {
+	sup := in.supv()
 	switch {
 	case in.Def.SuppressedBy == "":
 		return false
-	case in.sup.Quality == value.UncertainLastUsableValue || (in.sup.Time.IsZero() && in.sup.Value == nil):
+	case sup.Quality == value.UncertainLastUsableValue || (sup.Time.IsZero() && sup.Value == nil):
 		return in.suppressed
-	case !in.sup.Quality.IsGood():
+	case !sup.Quality.IsGood():
 		return false
 	}
-	f, ok := value.ToFloat(in.sup.Value)
+	f, ok := value.ToFloat(sup.Value)
 	return ok && f != 0
 }
 
@@ -628,14 +656,14 @@ func (e *Engine) setSuppressed(in *inst, sup bool, now time.Time) {
 		if !was {
 			in.enterOverlay()
 		}
-		e.emit(in, now, EventSuppress, from, in.stateName(), "suppressed by design: "+in.Def.SuppressedBy+" is "+formatValue(in.sup.Value), "", "")
+		e.emit(in, now, EventSuppress, from, in.stateName(), "suppressed by design: "+in.Def.SuppressedBy+" is "+formatValue(in.supv().Value), "", "")
 		return
 	}
 	in.suppressed = false
 	if !in.overlaid() {
 		e.leaveOverlay(in, now)
 	}
-	e.emit(in, now, EventUnsuppress, StateSuppressed, in.stateName(), "no longer suppressed: "+in.Def.SuppressedBy+" is "+formatValue(in.sup.Value), "", "")
+	e.emit(in, now, EventUnsuppress, StateSuppressed, in.stateName(), "no longer suppressed: "+in.Def.SuppressedBy+" is "+formatValue(in.supv().Value), "", "")
 }
 
 // setOutOfService takes the alarm out of service or returns it, at now,

@@ -50,24 +50,34 @@ func checkAlarms(p *config.Project) error {
 // buildAlarms builds the alarm engine of the running project, restoring
 // the alarms' persisted states.
 func (s *Service) buildAlarms() error {
-	insts, err := parseAlarms(s.Project())
+	p := s.Project()
+	insts, err := parseAlarms(p)
 	if err != nil {
 		return err
 	}
+	dropAlarmNodes(p)
 	s.alarms, err = alarm.New(alarm.Options{Settings: s.opts.Alarms, Journal: s.db, Source: alarmSource{s},
 		Log: s.log.With("subsystem", "alarms")}, insts)
 	return err
 }
 
-// applyAlarms applies an imported project's alarms (checked already).
+// applyAlarms applies an imported project's alarms (checked already),
+// before p becomes the running project.
 func (s *Service) applyAlarms(p *config.Project) {
 	insts, err := parseAlarms(p)
 	if err != nil {
 		s.log.Error("project import: alarms", slog.Any("err", err))
 		return
 	}
+	dropAlarmNodes(p)
 	s.alarms.SetDefinitions(insts)
 }
+
+// dropAlarmNodes lets go of the YAML nodes of p's alarms: section once the
+// alarm engine holds the definitions (about 2 KB per alarm; nothing else
+// reads them: export and diffs work from the stored document and the other
+// sections). Call it only while p is not yet shared.
+func dropAlarmNodes(p *config.Project) { p.Alarms = nil }
 
 // alarmSource is the tag engine as the alarms' Source. Its subscription is
 // the tag engine's own (it outlives project imports), forwarded by a
@@ -82,7 +92,7 @@ var alarmGrant = auth.Grant{Principal: "alarms", Realm: auth.RealmPlatform, Orig
 
 func (a alarmSource) Subscribe(buf int) (<-chan alarm.Change, func() uint64, func()) {
 	in, dropped, unsubscribe := a.s.Engine().Subscribe(buf)
-	out := make(chan alarm.Change, 1024)
+	out := make(chan alarm.Change, 8192)
 	stop := make(chan struct{})
 	go func() {
 		for {
