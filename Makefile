@@ -93,6 +93,28 @@ bench-opcua: deps build
 clean:
 	rm -rf $(BIN) build var
 
+# --- appliance: .deb and signed firmware bundle (docs/appliance.md) ---
+# PKG_VERSION must be semantic (1.2.3); PKG_ARCH another GOARCH needs
+# PKG_RUNTIME, a runtime dir built on that architecture (go run ./packaging runtime).
+PKG_VERSION      ?= 0.1.0
+PKG_ARCH         ?= $(shell $(GO) env GOARCH)
+PKG_OUT          ?= build/package
+PKG_RUNTIME      ?=
+PKG_TRUSTED_KEYS ?= packaging/keys/dev-firmware-signing.pub
+PKG_KEY          ?= packaging/keys/dev-firmware-signing.key
+PKG_MIN_FROM     ?=
+
+.PHONY: package
+package: deps-go
+	$(GO) run ./packaging package --version $(PKG_VERSION) --arch $(PKG_ARCH) --out $(PKG_OUT) \
+	  --trusted-keys $(PKG_TRUSTED_KEYS) $(if $(PKG_RUNTIME),--runtime $(PKG_RUNTIME))
+
+.PHONY: bundle
+bundle: package
+	@chmod 600 $(PKG_KEY) # git does not keep the key file's mode
+	$(GO) run ./packaging bundle --version $(PKG_VERSION) --arch $(PKG_ARCH) --out $(PKG_OUT) \
+	  --key $(PKG_KEY) $(if $(PKG_MIN_FROM),--min-from $(PKG_MIN_FROM))
+
 # Fuzz targets (testing.F). `make test` runs each target's seeds (the
 # f.Add values and the package's testdata/fuzz/<Target>/ files) as ordinary
 # tests; `make fuzz` explores each target for FUZZTIME, one after the other

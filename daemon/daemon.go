@@ -174,7 +174,7 @@ func (s *System) Run(ctx context.Context) error {
 	s.log.Info("qubiqd ready", slog.String("version", Version), slog.String("listen", s.ln.Addr().String()),
 		slog.String("data_dir", s.cfg.DataDir), slog.Int("tags", s.svc.TagCount()))
 	systemd.Ready()
-	go systemd.Watchdog(ctx, s.svc.Alive, s.log)
+	go systemd.RunWatchdog(ctx, s.svc.Alive, s.log)
 	select {
 	case <-ctx.Done():
 		systemd.Stopping()

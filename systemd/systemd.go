@@ -1,60 +1,21 @@
-// Package systemd is the daemon's glue to systemd: readiness, status and
-// stopping notifications (sd_notify), and a watchdog that pings only while
-// the daemon proves progress (DESIGN.md, hard-won rules: "The watchdog
-// proves progress"). Off systemd (no NOTIFY_SOCKET) every call is a no-op.
-// The unit file qubiqd.service lives beside this file and is packaged from
-// here.
+// Package systemd is the daemon's glue to systemd and the unit file it runs
+// under:
 //
-// It uses github.com/coreos/go-systemd/v22/daemon and imports nothing of the
-// project.
+//   - sd_notify (notify.go): READY=1, STATUS=, STOPPING=1 and WATCHDOG=1 over
+//     $NOTIFY_SOCKET, written with the standard library after sd_notify(3)
+//     (https://www.freedesktop.org/software/systemd/man/sd_notify.html).
+//     Off systemd (no NOTIFY_SOCKET) every call is a no-op.
+//   - Watchdog (watchdog.go): pings WATCHDOG=1 at half of WatchdogSec= only
+//     while every registered progress source (the scan loops, the API)
+//     shows progress, so a wedged tag engine gets the daemon restarted
+//     instead of a plain ticker hiding the deadlock.
+//   - a log/slog handler (journal.go) that writes to the journal with
+//     priorities and structured fields (github.com/coreos/go-systemd/v22/
+//     journal), falling back to text on stderr, with a level changeable at
+//     run time (slog.LevelVar).
+//   - the unit qubiqd.service beside this file (packaged from here) and the
+//     drop-in that grants serial ports (SerialDropIn).
+//
+// docs/appliance.md explains the unit's hardening and every allowance it
+// keeps. The package imports nothing of the project.
 package systemd
-
-import (
-	"context"
-	"log/slog"
-	"time"
-
-	"github.com/coreos/go-systemd/v22/daemon"
-)
-
-// Ready tells systemd that start-up finished (READY=1). It reports whether a
-// notification was sent.
-func Ready() bool { return notify(daemon.SdNotifyReady) }
-
-// Stopping tells systemd that the daemon is shutting down (STOPPING=1).
-func Stopping() bool { return notify(daemon.SdNotifyStopping) }
-
-// Status sets the one-line status systemctl shows (STATUS=...).
-func Status(s string) bool { return notify("STATUS=" + s) }
-
-func notify(state string) bool {
-	ok, err := daemon.SdNotify(false, state)
-	return ok && err == nil
-}
-
-// Watchdog pings WATCHDOG=1 at half the interval systemd asked for
-// (WatchdogSec=), but only while alive returns nil: alive checks that the
-// scan loops and the API made progress recently. When alive fails the ping
-// is withheld and the reason logged, so systemd restarts a stuck daemon
-// instead of a ticker hiding a deadlock. It returns when ctx ends, or at once
-// when no watchdog is configured.
-func Watchdog(ctx context.Context, alive func(maxAge time.Duration) error, log *slog.Logger) {
-	interval, err := daemon.SdWatchdogEnabled(false)
-	if err != nil || interval <= 0 {
-		return
-	}
-	t := time.NewTicker(interval / 2)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := alive(interval); err != nil {
-				log.Error("watchdog ping withheld: no progress", slog.Any("err", err))
-				continue
-			}
-			notify(daemon.SdNotifyWatchdog)
-		}
-	}
-}

@@ -1,0 +1,125 @@
+package backup
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"qubiq.dev/edge/store"
+)
+
+// A restore onto a running appliance is staged: the daemon (POST
+// /api/v1/restore) checks the upload and keeps it as
+// <data_dir>/restore/pending.qbk, exits with status 75, and at its next
+// start applies it before it opens the store (ApplyPending).
+const (
+	PendingDir  = "restore"
+	PendingFile = "pending.qbk"
+	ResultFile  = "last-result.json"
+)
+
+// Verify reads a whole backup from r and checks it (every entry's hash,
+// the signature when opts.TrustedKeys is set) without writing anything.
+func Verify(ctx context.Context, r io.Reader, opts RestoreOptions) (*Manifest, error) {
+	if opts.MaxSize <= 0 {
+		opts.MaxSize = DefaultMaxSize
+	}
+	m, sums, raw, sig, err := unpackAll(ctx, r, discardSink, opts.MaxSize)
+	if err != nil {
+		return nil, err
+	}
+	if opts.TrustedKeys != nil {
+		if _, err := checkSig(raw, sig, opts.TrustedKeys); err != nil {
+			return nil, err
+		}
+	}
+	return m, matchManifest(m, sums)
+}
+
+// StagePending checks the backup read from r (Verify) while spooling it to
+// <DataDir>/restore, and keeps it as pending.qbk once every check passed.
+// A refused backup leaves nothing behind.
+func StagePending(ctx context.Context, r io.Reader, opts RestoreOptions) (*Manifest, error) {
+	dir := filepath.Join(opts.DataDir, PendingDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("backup: stage: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, ".incoming-*")
+	if err != nil {
+		return nil, fmt.Errorf("backup: stage: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	m, err := Verify(ctx, io.TeeReader(r, tmp), opts)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), filepath.Join(dir, PendingFile))
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		os.Remove(dir) // when empty
+		return nil, err
+	}
+	return m, nil
+}
+
+// ApplyPending restores a staged backup, if there is one, into
+// opts.DataDir; the daemon calls it before it opens the store. The store
+// found there (a fresh appliance's) is kept beside it as
+// qubiq.db.before-restore-<time> and put back if the restore fails. The
+// outcome is written to restore/last-result.json and the pending file
+// removed either way. It reports whether a restore was applied.
+func ApplyPending(ctx context.Context, opts RestoreOptions) (bool, RestoreResult, error) {
+	dir := filepath.Join(opts.DataDir, PendingDir)
+	pending := filepath.Join(dir, PendingFile)
+	f, err := os.Open(pending)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, RestoreResult{}, nil
+	}
+	if err != nil {
+		return false, RestoreResult{}, fmt.Errorf("backup: %w", err)
+	}
+	defer func() {
+		f.Close()
+		os.Remove(pending)
+	}()
+	db := filepath.Join(opts.DataDir, store.FileName)
+	aside := fmt.Sprintf("%s.before-restore-%s", db, time.Now().UTC().Format("20060102T150405Z"))
+	moved := false
+	if _, err := os.Stat(db); err == nil {
+		if err := os.Rename(db, aside); err != nil {
+			return false, RestoreResult{}, fmt.Errorf("backup: %w", err)
+		}
+		moved = true
+	}
+	res, err := Restore(ctx, f, opts)
+	if err != nil && moved {
+		if rerr := os.Rename(aside, db); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("putting the previous store back: %w", rerr))
+		}
+	}
+	if err == nil {
+		// The fresh appliance's bootstrap token belonged to the store set aside.
+		os.Remove(filepath.Join(opts.DataDir, "bootstrap-token"))
+	}
+	out := map[string]any{"time": time.Now().UTC(), "ok": err == nil}
+	if err != nil {
+		out["error"] = err.Error()
+	} else {
+		out["result"] = res
+		out["previous_store"] = aside
+	}
+	b, _ := json.MarshalIndent(out, "", "  ")
+	_ = os.WriteFile(filepath.Join(dir, ResultFile), b, 0o600)
+	return err == nil, res, err
+}
