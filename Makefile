@@ -17,7 +17,7 @@ export QUBIQ_TEST_PG_DSN ?= postgres://qubiq_test:qubiq_test@127.0.0.1:5432/qubi
 
 all: build
 
-build: deps-go
+build: deps-go console
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/qubiqd ./cmd/qubiqd
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/qubiqctl ./cmd/qubiqctl
 
@@ -131,6 +131,35 @@ fuzz: deps-go
 	  echo "fuzz $$pkg $$fn for $(FUZZTIME)"; \
 	  $(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	done
+
+# The engineer's console (api/console, docs/console.md): `npm ci` installs the
+# pinned CodeMirror 6 and esbuild packages (api/console/package-lock.json),
+# then api/console/build.mjs bundles src/ into dist/console.js with its
+# licences, which go:embed puts into qubiqd. It runs before every `go build`
+# of `make build`, and again only when a source or the lock file changed. A
+# plain `go build ./...` compiles without it: that binary serves a page at
+# /console/ saying the bundle is missing.
+CONSOLE     := api/console
+CONSOLE_SRC := $(shell find $(CONSOLE)/src -type f 2>/dev/null) $(CONSOLE)/build.mjs
+.PHONY: console
+console: $(CONSOLE)/dist/console.js
+
+$(CONSOLE)/node_modules/.package-lock.json: $(CONSOLE)/package.json $(CONSOLE)/package-lock.json
+	@command -v npm >/dev/null 2>&1 || scripts/ensure-deps.sh build
+	cd $(CONSOLE) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+$(CONSOLE)/dist/console.js: $(CONSOLE)/node_modules/.package-lock.json $(CONSOLE_SRC)
+	cd $(CONSOLE) && node build.mjs
+
+# The appliance package's qubiqd carries the console too (its go build embeds
+# what dist/ holds).
+package: console
+
+.PHONY: clean-console
+clean: clean-console
+clean-console:
+	rm -rf $(CONSOLE)/node_modules $(CONSOLE)/dist/console.js $(CONSOLE)/dist/LICENSES.txt
 
 # Alarms (issue 16): bench/alarms/run.sh, bench/README.md "bench-alarms".
 .PHONY: bench-alarms

@@ -67,6 +67,11 @@ type Deps struct {
 	Project ProjectAdmin
 	// Certs serves the OPC UA certificate stores: /devices/{name}/certs...
 	Certs DeviceCerts
+	// ScriptCodes and AuditSearch serve the routes the console added
+	// (routes_console.go): a module's stored source by version, and the
+	// audit search.
+	ScriptCodes gateway.ScriptCodes
+	AuditSearch gateway.AuditSearcher
 	// Alarms serves the alarm routes and the WebSocket's alarm messages
 	// (routes_alarms.go, ws.go).
 	Alarms gateway.Alarms
@@ -81,7 +86,7 @@ type Deps struct {
 func DepsFrom(gw gateway.Gateway, panels Panels) Deps {
 	return Deps{Refusals: gw, Audit: gw, Auth: gw, Tags: gw, Scripts: gw, APIKeys: gw, Health: gw, Devices: gw,
 		Provision: gw, Sessions: gw, Users: gw, LiveView: NewLiveView(panels, gw), Live: gw, Data: gw,
-		Sandbox: gw, Project: gw, Certs: gw, Alarms: gw}
+		Sandbox: gw, Project: gw, Certs: gw, ScriptCodes: gw, AuditSearch: gw, Alarms: gw}
 }
 
 // Authenticator turns a bearer token into the grant it stands for

@@ -166,6 +166,9 @@ func (s *Server) runScript(w http.ResponseWriter, r *http.Request, g auth.Grant)
 		return err
 	}
 	if cs, ok := sessionOf(r); ok {
+		if cs.console {
+			return s.runFromConsole(w, r, g, module, entry)
+		}
 		return s.runFromPanel(w, r, cs, module, entry)
 	}
 	var req apitypes.ScriptRunRequest

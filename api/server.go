@@ -113,6 +113,7 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Server, error) {
 		s.mux.Handle(rt.pattern(), s.wrap(rt))
 	}
 	s.mountLiveView()
+	s.mountConsole()
 	return s, nil
 }
 

@@ -51,6 +51,9 @@ type callerSession struct {
 	token string
 	info  auth.SessionInfo
 	panel string // a view the session may open, or ""
+	// console: the request comes from the engineer's console
+	// (ConsoleHeader, a platform-realm session; console.go).
+	console bool
 }
 
 type sessionKey struct{}
@@ -116,14 +119,23 @@ func (s *Server) authorizeSession(r *http.Request, rt route, target, token strin
 			slog.String("reason", "panel"))
 		return r, auth.Grant{}, err
 	}
+	fromConsole, err := consoleSession(r, rt, info, panel)
+	if err != nil {
+		s.log.InfoContext(r.Context(), "request refused", slog.String("route", target), slog.String("principal", info.User),
+			slog.String("reason", "console"))
+		return r, auth.Grant{}, err
+	}
 	g := auth.LiveViewSessionGrant(info.Session(panel))
 	g.Expires = info.Expires
+	if fromConsole {
+		g.Origin = ConsoleOrigin
+	}
 	if !rt.liveview {
 		if err := s.requireNeed(r, rt, target, g); err != nil {
 			return r, auth.Grant{}, err
 		}
 	}
-	cs := &callerSession{token: token, info: info, panel: panel}
+	cs := &callerSession{token: token, info: info, panel: panel, console: fromConsole}
 	return r.WithContext(context.WithValue(r.Context(), sessionKey{}, cs)), g, nil
 }
 

@@ -14,5 +14,7 @@ type Gateway interface {
 	Project
 	Packages
 	Health
+	ScriptCodes   // the console: stored source by version (console.go)
+	AuditSearcher // the console: audit search (console.go)
 	Alarms
 }

@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# Installs what QUBIQ Edge needs, only what is missing, for one of two sets:
+# Installs what QUBIQ Edge needs, only what is missing, for one of three sets:
 #
 #   scripts/ensure-deps.sh demo   what `make run` needs: python3 (the script
-#                                 workers' interpreter). Nothing else.
+#                                 workers' interpreter), nodejs and npm (the
+#                                 build of the console's bundle).
+#   scripts/ensure-deps.sh build  what `make build` needs beyond Go: nodejs and
+#                                 npm (the console's bundle: npm ci, esbuild).
 #   scripts/ensure-deps.sh test   what `make test` and the benchmarks need
 #                                 (the default): python3, python3-pymodbus,
 #                                 python3-pip, socat, chromium, nodejs, npm,
 #                                 postgresql, and a running PostgreSQL cluster
 #                                 with the test role and database qubiq_test
 #                                 (password qubiq_test, on 127.0.0.1:5432).
-#   scripts/ensure-deps.sh --list demo|test   print the Debian packages of a
+#   scripts/ensure-deps.sh --list demo|build|test   print the Debian packages of a
 #                                 set and exit.
 #
 # Debian packages come from apt-get; it needs root (or sudo) only when
@@ -20,15 +23,16 @@ set_name=test
 list_only=0
 for a in "$@"; do
   case "$a" in
-    demo|test) set_name=$a ;;
+    demo|build|test) set_name=$a ;;
     --list) list_only=1 ;;
     -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
-    *) echo "ensure-deps.sh: unknown argument '$a' (want demo, test or --list)" >&2; exit 2 ;;
+    *) echo "ensure-deps.sh: unknown argument '$a' (want demo, build, test or --list)" >&2; exit 2 ;;
   esac
 done
 
 # The packages of each set, with the check that tells whether one is there.
-demo_pkgs=(python3)
+demo_pkgs=(python3 nodejs npm)
+build_pkgs=(nodejs npm)
 test_pkgs=(python3 python3-pymodbus python3-pip socat chromium nodejs npm postgresql)
 
 have() {
@@ -45,7 +49,11 @@ have() {
   esac
 }
 
-if [ "$set_name" = demo ]; then pkgs=("${demo_pkgs[@]}"); else pkgs=("${test_pkgs[@]}"); fi
+case "$set_name" in
+  demo) pkgs=("${demo_pkgs[@]}") ;;
+  build) pkgs=("${build_pkgs[@]}") ;;
+  *) pkgs=("${test_pkgs[@]}") ;;
+esac
 if [ "$list_only" = 1 ]; then
   echo "${pkgs[*]}"
   exit 0
