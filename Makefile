@@ -167,3 +167,8 @@ clean-console:
 bench: bench-flows
 bench-flows: deps build
 	PYTHON_PATH=$(PYTHON) bench/flows/run.sh
+# Alarms (issue 16): bench/alarms/run.sh, bench/README.md "bench-alarms".
+.PHONY: bench-alarms
+bench: bench-alarms
+bench-alarms: deps build
+	PYTHON_PATH=$(PYTHON) bench/alarms/run.sh

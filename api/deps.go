@@ -75,6 +75,9 @@ type Deps struct {
 	// audit search.
 	ScriptCodes gateway.ScriptCodes
 	AuditSearch gateway.AuditSearcher
+	// Alarms serves the alarm routes and the WebSocket's alarm messages
+	// (routes_alarms.go, ws.go).
+	Alarms gateway.Alarms
 	// TLS describes the listener's certificate for GET /health ("tls");
 	// nil when the listener speaks plain HTTP.
 	TLS *apitypes.TLSInfo
@@ -86,7 +89,7 @@ type Deps struct {
 func DepsFrom(gw gateway.Gateway, panels Panels) Deps {
 	return Deps{Refusals: gw, Audit: gw, Auth: gw, Tags: gw, Scripts: gw, APIKeys: gw, Health: gw, Devices: gw,
 		Provision: gw, Sessions: gw, Users: gw, LiveView: NewLiveView(panels, gw), Live: gw, Data: gw,
-		Sandbox: gw, Project: gw, Certs: gw, ScriptCodes: gw, AuditSearch: gw}
+		Sandbox: gw, Project: gw, Certs: gw, ScriptCodes: gw, AuditSearch: gw, Alarms: gw}
 }
 
 // Authenticator turns a bearer token into the grant it stands for

@@ -407,7 +407,7 @@ func TestSession_ForgedRealmLevelScopeChangeNothing(t *testing.T) {
 	if rec.Code != 200 || !strings.Contains(rec.Body.String(), "Bad_UserAccessDenied") {
 		t.Fatalf("forged headers: %d %s", rec.Code, rec.Body)
 	}
-	want, _ := auth.LiveViewGrant(auth.Session{User: "op", Realm: auth.RealmOperator, Level: auth.LevelOperate}, false)
+	want := auth.LiveViewSessionGrant(auth.Session{User: "op", Realm: auth.RealmOperator, Level: auth.LevelOperate})
 	want.Expires = testNow.Add(12 * time.Hour)
 	got := e.tags.grants[0]
 	if got.Principal != want.Principal || got.Realm != want.Realm || got.WriteLevel != want.WriteLevel ||

@@ -92,7 +92,7 @@ func unsafeMethod(m string) bool {
 // authorizeSession authorises r by the browser session of token: the
 // session must be live; a state-changing request must pass the CSRF checks;
 // a PanelHeader must name a view the session may open. The grant is
-// auth.LiveViewGrant of the session as stored, never anything the request
+// auth.LiveViewSessionGrant of the session as stored, never anything the request
 // carries (realm, level or scope values in headers or bodies change
 // nothing).
 func (s *Server) authorizeSession(r *http.Request, rt route, target, token string) (*http.Request, auth.Grant, error) {
@@ -125,7 +125,7 @@ func (s *Server) authorizeSession(r *http.Request, rt route, target, token strin
 			slog.String("reason", "console"))
 		return r, auth.Grant{}, err
 	}
-	g, _ := auth.LiveViewGrant(info.Session(panel), false)
+	g := auth.LiveViewSessionGrant(info.Session(panel))
 	g.Expires = info.Expires
 	if fromConsole {
 		g.Origin = ConsoleOrigin

@@ -12,6 +12,7 @@ import (
 
 	"qubiq.dev/edge/api/apitypes"
 	"qubiq.dev/edge/auth"
+	"qubiq.dev/edge/gateway"
 )
 
 // WebSocket settings of GET /api/v1/ws (variables so tests can shorten
@@ -29,6 +30,8 @@ const (
 	wsMaxPaths     = 2000
 	wsReadLimit    = 256 << 10
 	wsSubscribeBuf = 4096
+	wsAlarmBuf     = 1024
+	wsAlarmBatch   = 256
 	// wsCloseSessionEnded is the close code sent when the session ended
 	// (logout, revocation, expiry): the panel shows its login screen
 	// instead of reconnecting.
@@ -39,6 +42,15 @@ const (
 // needs tag:read). The protocol is apitypes.WSMessage. The socket closes
 // at once when the browser session ends (Done), and when the session or a
 // bearer grant expires.
+//
+// Alarms (docs/alarms.md, "WebSocket"): a browser session receives them
+// from the start, any other client after {"type": "subscribe_alarms"}
+// (until "unsubscribe_alarms"); the grant needs alarm:read. The server
+// sends the current alarms first (apitypes.WSAlarm with snapshot: true,
+// those GET /alarms lists by default), then {"type": "alarm"} for every
+// transition of an alarm the grant may read, and after each batch an
+// {"type": "alarm_summary"}. A client that fell behind gets every alarm
+// again (snapshot, normal ones included) at the next heartbeat.
 func (s *Server) ws(w http.ResponseWriter, r *http.Request, g auth.Grant) error {
 	if err := checkOrigin(r); err != nil { // cross-site WebSocket hijacking
 		return err
@@ -78,7 +90,7 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request, g auth.Grant) error 
 		}
 	}()
 
-	send := func(m apitypes.WSMessage) error {
+	send := func(m any) error {
 		wctx, wcancel := context.WithTimeout(ctx, wsWriteTimeout)
 		defer wcancel()
 		return wsjson.Write(wctx, c, m)
@@ -97,6 +109,13 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request, g auth.Grant) error 
 			return send(apitypes.WSMessage{Type: "values", Values: []apitypes.TagValue{}})
 		}
 		return send(apitypes.WSMessage{Type: "values", Values: wireTagValues(s.deps.Tags.ReadTags(ctx, g, paths))})
+	}
+	al := &wsAlarms{s: s, g: g, send: send}
+	defer al.stop()
+	if isSession {
+		if err := al.start(ctx); err != nil {
+			return nil
+		}
 	}
 	hb := time.NewTicker(wsHeartbeat)
 	defer hb.Stop()
@@ -124,6 +143,12 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request, g auth.Grant) error 
 				if err := snapshot(); err != nil {
 					return nil
 				}
+			case "subscribe_alarms":
+				if err := al.start(ctx); err != nil {
+					return nil
+				}
+			case "unsubscribe_alarms":
+				al.stop()
 			case "activity":
 				if isSession {
 					if _, err := s.deps.Sessions.Session(ctx, cs.token, true); errors.Is(err, ErrUnauthenticated) {
@@ -152,7 +177,14 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request, g auth.Grant) error 
 					return nil
 				}
 			}
+		case ev := <-al.ch:
+			if err := al.forward(ctx, ev); err != nil {
+				return nil
+			}
 		case now := <-hb.C:
+			if err := al.catchUp(ctx); err != nil {
+				return nil
+			}
 			if g.Expired(s.cfg.Now()) {
 				return endSession("credentials expired")
 			}
@@ -181,6 +213,94 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request, g auth.Grant) error 
 func (s *Server) closeWS(ctx context.Context, c *websocket.Conn, code websocket.StatusCode, reason string) error {
 	if err := c.Close(code, reason); err != nil {
 		s.log.DebugContext(ctx, "websocket close", slog.Any("error", err))
+	}
+	return nil
+}
+
+// wsAlarms is the alarm side of one WebSocket: its subscription (nil
+// until started) and how it sends.
+type wsAlarms struct {
+	s       *Server
+	g       auth.Grant
+	send    func(any) error
+	ch      <-chan gateway.AlarmEvent
+	dropped func() uint64
+	cancel  func()
+	last    uint64
+}
+
+// start subscribes (once) and sends the current alarms and the summary. A
+// grant without alarm:read gets an error message; the socket stays open.
+func (a *wsAlarms) start(ctx context.Context) error {
+	if a.ch != nil || a.s.deps.Alarms == nil {
+		return nil
+	}
+	if err := a.g.RequireScope(auth.AlarmRead, "alarm messages"); err != nil {
+		return a.send(apitypes.WSMessage{Type: "error", Reason: err.Error()})
+	}
+	a.ch, a.dropped, a.cancel = a.s.deps.Alarms.SubscribeAlarms(a.g, wsAlarmBuf)
+	a.last = a.dropped()
+	return a.snapshot(ctx, false)
+}
+
+// stop ends the subscription.
+func (a *wsAlarms) stop() {
+	if a.cancel != nil {
+		a.cancel()
+		a.ch, a.cancel = nil, nil
+	}
+}
+
+// snapshot sends the current alarms (every one with all) and the summary.
+func (a *wsAlarms) snapshot(ctx context.Context, all bool) error {
+	list, err := a.s.deps.Alarms.ListAlarms(ctx, a.g, gateway.AlarmFilter{IncludeNormal: all})
+	if err != nil {
+		return a.send(apitypes.WSMessage{Type: "error", Reason: err.Error()})
+	}
+	for _, al := range list.Alarms {
+		if err := a.send(apitypes.WSAlarm{Type: "alarm", Alarm: wireAlarm(al), Snapshot: true}); err != nil {
+			return err
+		}
+	}
+	return a.send(apitypes.WSAlarmSummary{Type: "alarm_summary", Unacked: list.Unacked, Active: list.Active, Highest: optString(list.Highest)})
+}
+
+// forward sends ev and the events already queued behind it (a batch),
+// then the summary.
+func (a *wsAlarms) forward(ctx context.Context, ev gateway.AlarmEvent) error {
+	for n := 0; ; n++ {
+		at := ev.At.UTC()
+		m := apitypes.WSAlarm{Type: "alarm", Alarm: wireAlarm(ev.Alarm), Event: ev.Event, From: ev.From, To: ev.To,
+			Cause: ev.Cause, By: ev.By, At: &at, Seq: ev.Seq}
+		if err := a.send(m); err != nil {
+			return err
+		}
+		if n >= wsAlarmBatch {
+			break
+		}
+		select {
+		case ev = <-a.ch:
+			continue
+		default:
+		}
+		break
+	}
+	sum, err := a.s.deps.Alarms.AlarmSummary(ctx, a.g)
+	if err != nil {
+		return nil
+	}
+	return a.send(apitypes.WSAlarmSummary{Type: "alarm_summary", Unacked: sum.Unacked, Active: sum.Active, Highest: optString(sum.Highest)})
+}
+
+// catchUp sends every alarm again when events were lost since the last
+// look, so the client never stays silently stale.
+func (a *wsAlarms) catchUp(ctx context.Context) error {
+	if a.ch == nil {
+		return nil
+	}
+	if d := a.dropped(); d != a.last {
+		a.last = d
+		return a.snapshot(ctx, true)
 	}
 	return nil
 }

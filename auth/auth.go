@@ -92,8 +92,9 @@ const (
 var AllScopes = []Scope{TagRead, TagWrite, AlarmRead, AlarmAck, DBRead, DBWrite, HistRead, HistWrite,
 	VarsRead, VarsWrite, FileRead, FileWrite, ScriptExecute}
 
-// ReadScopes are the read-only scopes ("reads only" in the LiveView table).
-var ReadScopes = []Scope{TagRead, DBRead, HistRead, VarsRead, FileRead}
+// ReadScopes are the read-only scopes ("reads only" in the LiveView table);
+// reading alarms is among them.
+var ReadScopes = []Scope{TagRead, AlarmRead, DBRead, HistRead, VarsRead, FileRead}
 
 // ParseScope returns s as a Scope; the error names s when it is not a scope
 // of the contract.

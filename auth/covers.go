@@ -60,10 +60,10 @@ func (g Grant) Covers(want Grant, target string) error {
 
 // CoversUser reports (nil) whether g may create or manage a user of realm,
 // level and permissions: g covers the grant that user's sessions get
-// (LiveViewGrant without a panel), so taking over the user's sessions
-// cannot widen g. The refusal is Covers', its target naming the user's
-// realm.
+// (LiveViewSessionGrant without a panel), so taking over the user's
+// sessions cannot widen g. The refusal is Covers', its target naming the
+// user's realm.
 func (g Grant) CoversUser(realm Realm, level Level, perms []Permission) error {
-	want, _ := LiveViewGrant(Session{Realm: realm, Level: level, Permissions: perms}, false)
+	want := LiveViewSessionGrant(Session{Realm: realm, Level: level, Permissions: perms})
 	return g.Covers(want, fmt.Sprintf("a %s user's sessions", realm))
 }

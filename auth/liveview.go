@@ -67,3 +67,18 @@ func LiveViewGrant(s Session, escapeHatch bool) (Grant, bool) {
 	}
 	return g, false
 }
+
+// LiveViewSessionGrant is the grant of a LiveView session's own requests
+// (REST and the WebSocket; docs/alarms.md, "LiveView"): LiveViewGrant's,
+// which always holds alarm:read, plus alarm:ack for an operator at
+// operate or above, so an operator acknowledges and shelves alarms from a
+// panel; each alarm's ack_level or shelve_level is then checked against
+// the session's level like a tag write. Scripts started from a panel keep
+// LiveViewGrant's table, not widened.
+func LiveViewSessionGrant(s Session) Grant {
+	g, _ := LiveViewGrant(s, false)
+	if s.Realm == RealmOperator && s.Level >= LevelOperate && !g.HasScope(AlarmAck) {
+		g.Scopes = append(g.Scopes, AlarmAck)
+	}
+	return g
+}

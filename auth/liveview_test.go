@@ -56,3 +56,29 @@ func TestLiveViewGrant_EscapeHatchWidensAndSaysSo(t *testing.T) {
 		t.Fatalf("escape hatch grant %+v widened=%v", g, widened)
 	}
 }
+
+func TestLiveViewSessionGrant_AlarmScopes(t *testing.T) {
+	cases := []struct {
+		name      string
+		s         Session
+		read, ack bool
+	}{
+		{"operator-view", Session{User: "o", Realm: RealmOperator, Level: LevelView}, true, false},
+		{"operator-operate", Session{User: "o", Realm: RealmOperator, Level: LevelOperate}, true, true},
+		{"operator-supervise", Session{User: "o", Realm: RealmOperator, Level: LevelSupervise}, true, true},
+		{"anonymous", Session{Realm: RealmAnonymous}, true, false},
+		{"platform", Session{User: "eng", Realm: RealmPlatform}, true, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := LiveViewSessionGrant(c.s)
+			if g.HasScope(AlarmRead) != c.read || g.HasScope(AlarmAck) != c.ack {
+				t.Errorf("alarm:read %v alarm:ack %v; want %v %v", g.HasScope(AlarmRead), g.HasScope(AlarmAck), c.read, c.ack)
+			}
+			// A script started from the panel is not widened.
+			if sg, _ := LiveViewGrant(c.s, false); c.s.Realm != RealmPlatform && sg.HasScope(AlarmAck) {
+				t.Error("the script grant holds alarm:ack")
+			}
+		})
+	}
+}

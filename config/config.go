@@ -34,6 +34,9 @@ type Daemon struct {
 	Store       Store    `yaml:"store"`
 	History     History  `yaml:"history"`
 	MQTT        MQTT     `yaml:"mqtt"`
+	// Alarms is the alarm settings (journal retention, chattering rule,
+	// longest shelve), parsed by package alarm (docs/alarms.md).
+	Alarms yaml.Node `yaml:"alarms"`
 
 	// File is the path the configuration was read from (absolute).
 	File string `yaml:"-"`

@@ -27,9 +27,9 @@ import (
 // each part of the daemon parses and validates itself (kept as YAML nodes
 // for it: connections, named queries and message handlers for the data
 // services, flows for the flow engine (package flow, docs/flows.md), views
-// for LiveView, users for the user store). Alarms are a section this
-// daemon does not implement yet: a project that has entries in it is
-// refused (NotImplementedSections), never kept as data nobody reads.
+// for LiveView, users for the user store, alarms for the alarm engine
+// (package alarm, docs/alarms.md). Every section is parsed and checked by
+// the part that owns it; none is kept as data nobody reads.
 type Project struct {
 	Devices         []DeviceConfig `yaml:"devices" json:"devices"`
 	Tags            []TagConfig    `yaml:"tags" json:"tags"`
@@ -38,7 +38,7 @@ type Project struct {
 	NamedQueries    []yaml.Node    `yaml:"named_queries" json:"-"`
 	MessageHandlers []yaml.Node    `yaml:"message_handlers" json:"-"`
 	Flows           []yaml.Node    `yaml:"flows" json:"-"`  // parsed and checked by package flow
-	Alarms          []yaml.Node    `yaml:"alarms" json:"-"` // refused when not empty
+	Alarms          []yaml.Node    `yaml:"alarms" json:"-"` // package alarm parses it (docs/alarms.md)
 	Views           []yaml.Node    `yaml:"views" json:"-"`
 	Users           []yaml.Node    `yaml:"users" json:"-"`
 
@@ -226,7 +226,7 @@ func ParseProject(b []byte) (*Project, error) {
 		return nil, fmt.Errorf("project of %d bytes is over the limit of %d (docs/limits.md)", len(b), MaxProjectBytes)
 	}
 	var p Project
-	keyLines, err := decodeDoc(b, &p, "the project", MaxTagsPerProject)
+	_, err := decodeDoc(b, &p, "the project", MaxTagsPerProject)
 	var se *SyntaxError
 	if errors.As(err, &se) {
 		return nil, err
@@ -234,30 +234,7 @@ func ParseProject(b []byte) (*Project, error) {
 	for i := range p.Tags {
 		p.Tags[i].Path = tagpath.Normalize(p.Tags[i].Path)
 	}
-	// Refuse the sections this daemon does not implement.
-	var notImpl []error
-	for _, sec := range []struct {
-		key   string
-		nodes []yaml.Node
-	}{{"flows", p.Flows}, {"alarms", p.Alarms}} {
-		if _, refused := NotImplementedSections[sec.key]; refused && len(sec.nodes) > 0 {
-			notImpl = append(notImpl, fmt.Errorf("line %d: section %q: %s; remove it (this qubiqd would not run it)",
-				keyLines[sec.key], sec.key, NotImplementedSections[sec.key]))
-		}
-	}
-	p.Alarms = nil
-	if len(notImpl) > 0 {
-		return &p, errors.Join(append([]error{err}, notImpl...)...)
-	}
 	return &p, err
-}
-
-// NotImplementedSections are the project sections this daemon does not
-// implement yet, with why: a project with entries in one is refused by
-// ParseProject (an empty list is accepted), so nothing the project names
-// is silently not run.
-var NotImplementedSections = map[string]string{
-	"alarms": "alarms are not implemented by this version",
 }
 
 // Tags converts the tag configs into engine tags. Every bad tag is reported

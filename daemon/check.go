@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"qubiq.dev/edge/alarm"
 	"qubiq.dev/edge/api/apitypes"
 	"qubiq.dev/edge/api/liveview"
 	"qubiq.dev/edge/config"
@@ -14,25 +15,30 @@ import (
 
 // Check validates the config file and its project without opening the store
 // or any device, by asking each part to check its own sections: the config
-// (config.LoadDaemon, with the listener's TLS), the project's keys and its
+// (config.LoadDaemon, with the listener's TLS; the alarm settings), the
+// project's keys and its
 // sections this daemon does not implement (config.ParseProject), the
 // service layer's (devices and their drivers, tags against their drivers,
 // scripts, connections, named queries, message handlers, history, seed
-// users), LiveView's (views) and the flow engine's (flows). It returns every error found in one run,
+// users, alarms), LiveView's (views) and the flow engine's (flows). It returns every error found in one run,
 // each naming the file and, where known, the line.
 func Check(path string, log *slog.Logger) error {
 	cfg, err := config.LoadDaemon(path)
 	if err != nil {
 		return err
 	}
+	var serr error
+	if _, err := alarm.ParseSettings(&cfg.Alarms); err != nil {
+		serr = fmt.Errorf("%s: %w", cfg.File, err)
+	}
 	if cfg.Project == "" {
-		return nil
+		return serr
 	}
 	p, perr := config.LoadProject(cfg.Project)
 	if p == nil {
-		return perr
+		return errors.Join(serr, perr)
 	}
-	return errors.Join(perr, service.CheckProject(p, opcuastore.Defaults(cfg.DataDir), log), checkViews(p), checkFlows(cfg)(p))
+	return errors.Join(serr, perr, service.CheckProject(p, opcuastore.Defaults(cfg.DataDir), log), checkViews(p), checkFlows(cfg)(p))
 }
 
 // checkViews checks the project's views as LiveView parses them.

@@ -37,8 +37,9 @@ views:
 // TestCheck_EveryPartsProblemsInOneRun: --check-config reports, in one
 // run, the problems of every part's sections, each with the file and
 // line: a device, a tag, a named query, a message handler, a seed user, a
-// view and a flow (one with no trigger, one writing a tag its grant may
-// not, one publishing on the supervisor link, which is off).
+// view, a flow (one with no trigger, one writing a tag its grant may not,
+// one publishing on the supervisor link, which is off), an alarm, and the
+// config's alarm settings.
 func TestCheck_EveryPartsProblemsInOneRun(t *testing.T) {
 	dir := t.TempDir()
 	project := `devices:
@@ -65,11 +66,13 @@ flows:
   - name: f3
     trigger: {every: 1s}
     nodes: [{id: p, type: mqtt_publish, topic: alerts}]
+alarms:
+  - {name: High, tag: A/B, mode: above, setpoint: 1, active_delay: -1s}
 `
 	if err := os.WriteFile(filepath.Join(dir, "project.yaml"), []byte(project), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := "data_dir: data\nproject: project.yaml\n"
+	cfg := "data_dir: data\nproject: project.yaml\nalarms: {max_shelve: forever}\n"
 	if err := os.WriteFile(filepath.Join(dir, "qubiq.yaml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +84,8 @@ flows:
 		`project.yaml:21: flow "f2": node "w": writes tag "A/B", but the flow's grant has no tag:write`,
 		`project.yaml:24: flow "f3": node "p": mqtt_publish needs the supervisor link, which is off (mqtt.brokers is empty)`,
 		`project.yaml:3: device "x": unknown driver "nosuch"`,
-		`project.yaml:5: tag "A/B": unknown device "simm"`, `named query`, `message handler "h"`, `users[0]`, `views:`} {
+		`project.yaml:5: tag "A/B": unknown device "simm"`, `named query`, `message handler "h"`, `users[0]`, `views:`,
+		`project.yaml:26: alarm "High": active_delay: -1s is below zero`, `qubiq.yaml: line 3: alarms.max_shelve: "forever"`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("check error lacks %q:\n%v", want, err)
 		}

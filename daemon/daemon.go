@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"qubiq.dev/edge/alarm"
 	"qubiq.dev/edge/api"
 	"qubiq.dev/edge/auth"
 	"qubiq.dev/edge/config"
@@ -98,6 +99,10 @@ func (s *System) buildService(context.Context) error {
 	if err != nil {
 		return fmt.Errorf("security.baseline_write_level: %w", err)
 	}
+	alarms, err := alarm.ParseSettings(&s.cfg.Alarms)
+	if err != nil {
+		return fmt.Errorf("%s: %w", s.cfg.File, err)
+	}
 	ret := s.cfg.History.Retention
 	s.svc, err = service.New(service.Options{
 		DataDir:         s.cfg.DataDir,
@@ -115,6 +120,7 @@ func (s *System) buildService(context.Context) error {
 		Certs:           opcuastore.Certs{DataDir: s.cfg.DataDir},
 		SectionChecks:   []func(*config.Project) error{checkViews, checkFlows(s.cfg)},
 		GrantChecks:     []func(auth.Grant, *config.Project) error{coverFlows},
+		Alarms:          alarms,
 	})
 	return err
 }
@@ -148,8 +154,8 @@ func (s *System) buildAPI(context.Context) error {
 
 // Run starts the parts in order (the HTTP listener first, so a taken port
 // fails before anything else runs; the change probe when asked for; then
-// the service's steps: tag engine, history feed, address watch, sandbox,
-// session sweep; the flows; serving the API last), tells systemd it is ready, keeps
+// the service's steps: alarms, tag engine, history feed, address watch,
+// sandbox, session sweep; the flows; serving the API last), tells systemd it is ready, keeps
 // the watchdog fed while the scan loops make progress, and blocks until
 // ctx ends or the API fails; then it stops every part in reverse. A part
 // that fails to start stops the ones started before it, and Run returns

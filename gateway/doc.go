@@ -3,8 +3,8 @@
 // supervisor link, flows and the engineer's console) may ask of the
 // appliance, under an auth.Grant. It holds the operations, grouped by
 // concern as small interfaces (Tags, Scripts, Data, Credentials, Sessions,
-// Users, Audit, Devices, Project, Packages, Health; Gateway is all of
-// them), their request and result types, and the error kinds the
+// Users, Audit, Devices, Project, Packages, Health, Alarms; Gateway is
+// all of them), their request and result types, and the error kinds the
 // operations return (errors.go). It holds no behaviour.
 //
 // A front door does three things: authenticate and build the grant,
@@ -33,6 +33,9 @@
 //	cmd/tags/write        Tags.WriteTags(ctx, g, writes)
 //	every command         Audit.Audit(ctx, g, AuditEvent{Action: "mqtt.command", ...})
 //	status                Health.Health(ctx)
+//	alarms/<path>         Alarms.SubscribeAlarms(g, buf): one AlarmEvent per
+//	                      transition, published through the outbox
 //
-// and the reply's error kind is Kind(err).
+// and the reply's error kind is Kind(err). A flow trigger on alarm
+// transitions takes the same subscription (its own, with the flow's grant).
 package gateway

@@ -16,4 +16,5 @@ type Gateway interface {
 	Health
 	ScriptCodes   // the console: stored source by version (console.go)
 	AuditSearcher // the console: audit search (console.go)
+	Alarms
 }

@@ -66,6 +66,18 @@ var methods = []Method{
 
 	{Name: "message.send", Scope: auth.ScriptExecute, Args: []string{"handler", "payload"}},
 	{Name: "script.runOnGateway", Scope: auth.ScriptExecute, Args: []string{"entry", "args"}},
+
+	// Alarms (docs/alarms.md): acknowledge, shelve, unshelve and addNote
+	// also need each alarm's ack_level or shelve_level, which the service
+	// layer checks against the grant's write level.
+	{Name: "alarm.queryStatus", Scope: auth.AlarmRead, Args: []string{"state", "priority", "prefix", "includeNormal"},
+		Aliases: map[string]string{"include_normal": "includeNormal"}},
+	{Name: "alarm.queryJournal", Scope: auth.AlarmRead, Args: []string{"start", "end", "path", "priority", "state", "limit", "after"}},
+	{Name: "alarm.acknowledge", Scope: auth.AlarmAck, Args: []string{"ids", "all"}},
+	{Name: "alarm.shelve", Scope: auth.AlarmAck, Args: []string{"ids", "seconds", "oneShot"},
+		Aliases: map[string]string{"one_shot": "oneShot", "duration_s": "seconds"}},
+	{Name: "alarm.unshelve", Scope: auth.AlarmAck, Args: []string{"ids"}},
+	{Name: "alarm.addNote", Scope: auth.AlarmAck, Args: []string{"id", "text"}},
 }
 
 // namespaceScopes is the strong scope of each namespace: the fail-safe for

@@ -34,6 +34,12 @@ var designScopes = map[string]auth.Scope{
 	"files.delete":           auth.FileWrite,
 	"message.send":           auth.ScriptExecute,
 	"script.runOnGateway":    auth.ScriptExecute,
+	"alarm.queryStatus":      auth.AlarmRead,
+	"alarm.queryJournal":     auth.AlarmRead,
+	"alarm.acknowledge":      auth.AlarmAck,
+	"alarm.shelve":           auth.AlarmAck,
+	"alarm.unshelve":         auth.AlarmAck,
+	"alarm.addNote":          auth.AlarmAck,
 }
 
 func TestScopeFor_EveryMethodOfDesignTable(t *testing.T) {
@@ -60,8 +66,8 @@ func TestScopeFor_UnknownMethod_NeedsStrongScope(t *testing.T) {
 	}{
 		{"tag.delete", auth.TagWrite},
 		{"tag.", auth.TagWrite},
-		{"alarm.queryStatus", auth.AlarmAck}, // no row yet: the namespace's strong scope
-		{"alarm.shelve", auth.AlarmAck},
+		{"alarm.queryHistory", auth.AlarmAck}, // no row: the namespace's strong scope
+		{"alarm.disable", auth.AlarmAck},
 		{"db.dropTable", auth.DBWrite},
 		{"hist.purge", auth.HistWrite},
 		{"hist.storeDataPoints", auth.HistWrite},

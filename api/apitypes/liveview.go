@@ -139,17 +139,26 @@ type PanelEvent struct {
 // Client to server: {"type": "subscribe", "paths": [...]} (replaces the
 // subscription; the server answers with a "values" snapshot of every path),
 // {"type": "activity"} (the operator touched the panel: the session's idle
-// timeout restarts).
+// timeout restarts), {"type": "subscribe_alarms"} and
+// {"type": "unsubscribe_alarms"} (a browser session gets alarms without
+// asking; the grant needs alarm:read).
 //
 // Server to client: {"type": "values", "values": [TagValue...]} (a snapshot
 // or changes), {"type": "heartbeat", "time"} every few seconds (a client
-// that hears nothing for two heartbeats marks its values stale), and
+// that hears nothing for two heartbeats marks its values stale),
 // {"type": "error", "reason"} before the server closes the socket (session
-// ended: close code 4001).
+// ended: close code 4001), and the alarm messages WSAlarm ({"type":
+// "alarm", "alarm": Alarm, ...}) and WSAlarmSummary ({"type":
+// "alarm_summary", "unacked", "active", "highest"}), which decode into the
+// fields Alarm, Unacked, Active and Highest here.
 type WSMessage struct {
-	Type   string     `json:"type"`
-	Paths  []string   `json:"paths,omitempty"`
-	Values []TagValue `json:"values,omitempty"`
-	Time   *time.Time `json:"time,omitempty"`
-	Reason string     `json:"reason,omitempty"`
+	Type    string     `json:"type"`
+	Paths   []string   `json:"paths,omitempty"`
+	Values  []TagValue `json:"values,omitempty"`
+	Time    *time.Time `json:"time,omitempty"`
+	Reason  string     `json:"reason,omitempty"`
+	Alarm   *Alarm     `json:"alarm,omitempty"`
+	Unacked *int       `json:"unacked,omitempty"`
+	Active  *int       `json:"active,omitempty"`
+	Highest *string    `json:"highest,omitempty"`
 }

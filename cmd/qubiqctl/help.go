@@ -24,6 +24,7 @@ var commandOrder = []string{
 	"devices certs list", "devices certs trust", "devices certs reject",
 	"scripts push", "scripts run", "scripts lint", "scripts list",
 	"flows list", "flows show", "flows reset", "flows push", "flows versions", "flows rollback", "flows delete",
+	"alarms list", "alarms ack", "alarms shelve", "alarms unshelve", "alarms note", "alarms journal", "alarms stats",
 	"project import", "project export",
 	"packages list", "packages install", "packages upload", "packages remove", "packages check",
 	"apikeys create", "apikeys list", "apikeys revoke",

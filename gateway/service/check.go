@@ -22,7 +22,7 @@ import (
 func CheckProject(p *config.Project, defaults func(driver string, raw json.RawMessage) json.RawMessage, log *slog.Logger) error {
 	devs, derr := BuildDevices(p, defaults, log)
 	_, terr := p.EngineTags()
-	return errors.Join(derr, terr, checkTags(p, devs), checkScripts(p), checkData(p), checkUsers(p))
+	return errors.Join(derr, terr, checkTags(p, devs), checkScripts(p), checkData(p), checkUsers(p), checkAlarms(p))
 }
 
 // BuildDevices makes a driver for every device of p and checks its config

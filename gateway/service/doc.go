@@ -13,6 +13,9 @@
 //     audit (data.go, dataops.go);
 //   - the tag engine under a grant, and project import, export and apply
 //     without a restart (tags.go, project.go, check.go);
+//   - alarms under a grant (alarms.go, methods_alarm.go): package alarm's
+//     engine, fed by its own tag subscription (started before the scans),
+//     its operations audited, its definitions following project imports;
 //   - API keys, sessions, users and provisioning (access.go); health; the
 //     sandbox's package administration; the OPC UA certificate stores
 //     through CertStores; the audit log (audit.go).

@@ -11,7 +11,8 @@ import (
 
 // Health reports the appliance's health (gateway.Health): degraded when a
 // device is not connected, the Python runtime is missing, the audit log
-// cannot commit, or history lost samples or failed its retention.
+// cannot commit, history lost samples or failed its retention, or the
+// alarm journal cannot commit or the alarm feed overflowed.
 func (s *Service) Health(context.Context) gateway.HealthReport {
 	out := gateway.HealthReport{Status: gateway.HealthOK, Reasons: []string{}, Version: s.opts.Version,
 		Uptime: time.Since(s.started), Devices: map[string]gateway.DeviceHealth{}}
@@ -50,5 +51,10 @@ func (s *Service) Health(context.Context) gateway.HealthReport {
 		}
 	}
 	s.flowsHealth(&out, degrade)
+	if s.alarms != nil {
+		for _, r := range s.alarms.Health() { // the alarm journal, the alarm feed
+			degrade(r)
+		}
+	}
 	return out
 }

@@ -219,6 +219,7 @@ func (s *Service) applyProject(ctx context.Context, g auth.Grant, doc []byte, ac
 		}
 		return diff, fmt.Errorf("project import: start the new tag engine: %w", err)
 	}
+	s.applyAlarms(p)
 	s.project.Store(p)
 	s.applyData(p)
 	if s.opts.Addresses != nil {

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"qubiq.dev/edge/alarm"
 	"qubiq.dev/edge/auth"
 	"qubiq.dev/edge/config"
 	"qubiq.dev/edge/device"
@@ -68,6 +69,9 @@ type Options struct {
 	// more than g holds (a flow's grant: auth.Grant.Covers); the error is
 	// an *auth.DeniedError.
 	GrantChecks []func(g auth.Grant, p *config.Project) error
+	// Alarms are the daemon config's alarm settings (journal retention,
+	// chattering rule, longest shelve).
+	Alarms alarm.Settings
 }
 
 // AddressBook keeps the addresses a driver converts at its first
@@ -126,8 +130,9 @@ type Service struct {
 	engine  atomic.Pointer[tagengine.Engine]
 	applyMu sync.Mutex // serialises project imports
 
-	data *data         // vars, history, files, SQL, message handlers (data.go)
-	pool *sandbox.Pool // the script workers (scripts.go)
+	data   *data         // vars, history, files, SQL, message handlers (data.go)
+	alarms *alarm.Engine // the project's alarms (alarms.go)
+	pool   *sandbox.Pool // the script workers (scripts.go)
 	// flows are the flow engine's hooks: the message triggers and the
 	// flows' health (nodes.go).
 	flows flowHooks
@@ -165,6 +170,9 @@ func New(opts Options) (_ *Service, err error) {
 	if err := s.buildEngine(); err != nil {
 		return nil, err
 	}
+	if err := s.buildAlarms(); err != nil {
+		return nil, err
+	}
 	if err := s.initAccess(); err != nil {
 		return nil, err
 	}
@@ -185,14 +193,16 @@ type Step struct {
 	Stop  func(ctx context.Context) error
 }
 
-// Steps are the service's parts in start order: the tag engine (scan
-// loops), the history feed (the engine's changes into history), the
+// Steps are the service's parts in start order: the alarms (their tag
+// subscription is taken before the scans start, so they see every first
+// value), the tag engine (scan loops), the history feed (the engine's changes into history), the
 // address watch (converted OPC UA addresses into the store), the sandbox
 // (workers, then the stored and the project's scripts), and the session
 // sweep (ended sessions close their WebSockets).
 func (s *Service) Steps() []Step {
 	var sweep stopper
 	return []Step{
+		{Name: "alarms", Start: s.alarms.Start, Stop: s.alarms.Stop},
 		{Name: "tag engine", Start: func(ctx context.Context) error { return s.Engine().Start(ctx) },
 			Stop: func(ctx context.Context) error {
 				if eng := s.Engine(); eng != nil {

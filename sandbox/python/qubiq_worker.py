@@ -313,16 +313,49 @@ class _Script(_Namespace):
         return self._call("script.runOnGateway", {"entry": entry, "args": args})
 
 
+def _ids(ids):
+    """Alarm ids: one str or a list of them."""
+    if ids is None:
+        return None
+    if isinstance(ids, str):
+        return [ids]
+    return list(ids)
+
+
+class _Alarm(_Namespace):
+    __slots__ = ()
+
+    def queryStatus(self, state=None, priority=None, prefix=None, includeNormal=False):
+        return self._call("alarm.queryStatus", {"state": state, "priority": priority, "prefix": prefix,
+                                                "includeNormal": includeNormal})
+
+    def queryJournal(self, start=None, end=None, path=None, priority=None, state=None, limit=100, after=None):
+        return self._call("alarm.queryJournal", {"start": start, "end": end, "path": path, "priority": priority,
+                                                 "state": state, "limit": limit, "after": after})
+
+    def acknowledge(self, ids=None, all=False):
+        return self._call("alarm.acknowledge", {"ids": _ids(ids), "all": all})
+
+    def shelve(self, ids, seconds=None, oneShot=False):
+        return self._call("alarm.shelve", {"ids": _ids(ids), "seconds": seconds, "oneShot": oneShot})
+
+    def unshelve(self, ids):
+        return self._call("alarm.unshelve", {"ids": _ids(ids)})
+
+    def addNote(self, id, text):
+        return self._call("alarm.addNote", {"id": id, "text": text})
+
+
 class _System:
     """The system builtin of one run."""
 
-    __slots__ = ("tag", "db", "hist", "vars", "files", "message", "script")
+    __slots__ = ("tag", "db", "hist", "vars", "files", "message", "script", "alarm")
     PermissionDenied = PermissionDenied
     CallError = CallError
 
     def __init__(self, call):
         for name, cls in (("tag", _Tag), ("db", _DB), ("hist", _Hist), ("vars", _Vars),
-                          ("files", _Files), ("message", _Message), ("script", _Script)):
+                          ("files", _Files), ("message", _Message), ("script", _Script), ("alarm", _Alarm)):
             object.__setattr__(self, name, cls(call))
 
     def __setattr__(self, name, value):
