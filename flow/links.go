@@ -96,8 +96,10 @@ type AlarmTransition struct {
 // AlarmSource is the alarm part's side of alarm triggers: the alarm part
 // implements it (wiring: docs/flows.md, "MQTT and alarms").
 type AlarmSource interface {
-	// SubscribeTransitions delivers every alarm transition into a channel
-	// of buf transitions until cancel; dropped counts those lost because
-	// the flow fell behind.
-	SubscribeTransitions(buf int) (ch <-chan AlarmTransition, dropped func() uint64, cancel func())
+	// SubscribeTransitions delivers every transition of an alarm g may
+	// read (scope alarm:read and the alarm's source tag within g's
+	// prefixes) into a channel of buf transitions until cancel; dropped
+	// counts those lost because the flow fell behind. g is the flow's
+	// grant (docs/flows.md, "Grants").
+	SubscribeTransitions(g auth.Grant, buf int) (ch <-chan AlarmTransition, dropped func() uint64, cancel func())
 }
