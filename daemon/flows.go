@@ -5,22 +5,19 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sync"
-	"sync/atomic"
 
 	"gopkg.in/yaml.v3"
 
 	"qubiq.dev/edge/auth"
 	"qubiq.dev/edge/config"
 	"qubiq.dev/edge/flow"
-	"qubiq.dev/edge/gateway"
 )
 
 // The flow part: the flow engine over the service layer (package flow,
 // docs/flows.md).
 //
 // Alarm transitions reach alarm triggers through the service layer
-// (flowAlarms). Wiring left for the supervisor link: when the mqtt part
+// (flow.AlarmsFrom). Wiring left for the supervisor link: when the mqtt part
 // exists, pass its TopicSource and Publisher as flow.Options.Topics and
 // .Publisher. Until then mqtt triggers and mqtt_publish nodes are refused
 // by --check-config and by pushes, saying why (linkWhy).
@@ -33,38 +30,6 @@ func linkWhy(c *config.Daemon) (mqtt string) {
 	return "is not wired to the flows in this qubiqd yet"
 }
 
-// flowAlarms hands the service layer's alarm transitions to the flows'
-// alarm triggers (flow.AlarmSource), under each flow's grant.
-type flowAlarms struct{ alarms gateway.Alarms }
-
-// SubscribeTransitions implements flow.AlarmSource over
-// gateway.Alarms.SubscribeAlarms: only alarms g may read arrive.
-func (a flowAlarms) SubscribeTransitions(g auth.Grant, buf int) (<-chan flow.AlarmTransition, func() uint64, func()) {
-	in, dropped, cancel := a.alarms.SubscribeAlarms(g, buf)
-	out := make(chan flow.AlarmTransition, max(buf, 1))
-	stop := make(chan struct{})
-	var lost atomic.Uint64
-	go func() {
-		for {
-			select {
-			case <-stop:
-				return
-			case ev := <-in:
-				at := flow.AlarmTransition{ID: ev.Alarm.ID, Name: ev.Alarm.Name, Source: ev.Alarm.Source,
-					Priority: ev.Alarm.Priority, From: ev.From, To: ev.To, Cause: ev.Cause, By: ev.By,
-					Time: ev.At, Value: ev.Value, Quality: ev.Quality}
-				select {
-				case out <- at:
-				default:
-					lost.Add(1)
-				}
-			}
-		}
-	}()
-	var once sync.Once
-	return out, func() uint64 { return dropped() + lost.Load() }, func() { once.Do(func() { cancel(); close(stop) }) }
-}
-
 // buildFlows makes the flow engine over the service layer, and hands it to
 // the service for message triggers and health.
 func (s *System) buildFlows(context.Context) error {
@@ -73,7 +38,7 @@ func (s *System) buildFlows(context.Context) error {
 		Gateway:      s.svc,
 		Store:        s.db,
 		MQTTWhy:      linkWhy(s.cfg),
-		Alarms:       flowAlarms{s.svc},
+		Alarms:       flow.AlarmsFrom(s.svc),
 		ProjectFile:  p.File,
 		ProjectDir:   filepath.Dir(p.File),
 		ProjectFlows: p.Flows,
