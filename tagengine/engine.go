@@ -124,6 +124,10 @@ type tagState struct {
 	// Uncertain_LastUsableValue (docs/project.md, Quality).
 	seeded bool
 	hist   histState // the history policy's memory (history.go)
+	// written is the engine's write generation (Engine.writeGen) at which
+	// a write to a driver that holds its values set cur; a scan whose read
+	// began before it leaves cur alone (its reading may predate the write).
+	written uint64
 }
 
 type group struct {
@@ -159,6 +163,7 @@ type Engine struct {
 	polled    int          // groups with a scan loop; set by Start
 	progress  atomic.Int64 // unix nanos of the last completed scan
 	scans     atomic.Uint64
+	writeGen  atomic.Uint64 // counts the writes the engine published itself (held values)
 	overruns  atomic.Uint64
 	wg        sync.WaitGroup
 	cancel    context.CancelFunc
@@ -342,11 +347,12 @@ func (e *Engine) scanLoop(ctx context.Context, g *group) {
 			}
 		}
 		start := time.Now()
+		gen := e.writeGen.Load()
 		vals := g.drv.Read(ctx, g.points)
 		if ctx.Err() != nil {
 			return
 		}
-		e.apply(g, vals)
+		e.apply(g, vals, gen)
 		e.scans.Add(1)
 		e.progress.Store(time.Now().UnixNano())
 		next := g.period - time.Since(start)
@@ -358,12 +364,19 @@ func (e *Engine) scanLoop(ctx context.Context, g *group) {
 	}
 }
 
-func (e *Engine) apply(g *group, vals []value.VQT) {
+// apply takes a scan's readings for g's tags. gen is the write generation
+// when the read began: a tag written (and published by the engine) after
+// that keeps its written value, so a value never goes backwards; the next
+// scan, which the write kicked, reads the device again.
+func (e *Engine) apply(g *group, vals []value.VQT, gen uint64) {
 	var changes []Change
 	e.mu.Lock()
 	for i, st := range g.tags {
 		if i >= len(vals) {
 			break
+		}
+		if st.written > gen {
+			continue
 		}
 		if c, ok := e.update(st, vals[i]); ok {
 			changes = append(changes, c)

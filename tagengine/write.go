@@ -153,6 +153,7 @@ func (e *Engine) writeOne(ctx context.Context, g auth.Grant, r WriteRequest, lev
 		res.Quality = value.Good
 		if _, ok := drv.(device.Restorer); ok {
 			e.mu.Lock()
+			st.written = e.writeGen.Add(1)
 			if c, changed := e.update(st, value.VQT{Value: raw, Quality: value.Good, Time: time.Now().UTC()}); changed {
 				e.mu.Unlock()
 				e.publish([]Change{c})
