@@ -52,8 +52,15 @@ func TestHelp_Groups(t *testing.T) {
 			t.Fatalf("help %s: exit %d", g, code)
 		}
 		for _, c := range sortedCommands(g) {
-			if !strings.Contains(out, c.usageLine()) {
-				t.Errorf("help %s lacks %q", g, c.usageLine())
+			// the usage line, and the summary's start indented on the next line
+			want := "  " + c.usageLine() + "\n      " + strings.Fields(summary(c.help))[0] + " "
+			if !strings.Contains(out, want) {
+				t.Errorf("help %s lacks %q:\n%s", g, want, out)
+			}
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(line, "      ") && len(line) > 80 {
+				t.Errorf("help %s: summary line of %d columns: %q", g, len(line), line)
 			}
 		}
 		if code, out2, _ := runCLI(append(words, "--help")...); code != 0 || out2 != out {
