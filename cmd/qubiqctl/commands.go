@@ -119,9 +119,17 @@ func cmdTagsWrite(ctx context.Context, c *cli, _ *opts, args []string) error {
 		return err
 	}
 	writes := make([]apitypes.TagWrite, 0, len(args))
-	for _, a := range args {
+	for i, a := range args {
 		w, err := parseWrite(a)
 		if err != nil {
+			// "tags write Line1/Pump/Setpoint 900" (or "... = 900"): the value
+			// went into the next word.
+			if !strings.Contains(a, "=") && i+1 < len(args) {
+				rest := strings.Join(args[i+1:], " ")
+				if v := strings.TrimSpace(strings.TrimPrefix(rest, "=")); v != "" && !strings.Contains(v, "=") {
+					return usagef("tags write: %q is not PATH=VALUE; did you mean %q? (no spaces around =)", a, a+"="+v)
+				}
+			}
 			return err
 		}
 		writes = append(writes, w)

@@ -249,6 +249,8 @@ func TestRun_ExitCodes(t *testing.T) {
 		{"flag without value", []string{"apikeys", "create", "--name"}, 2, "qubiqctl: apikeys create: --name needs a value\n", true},
 		{"missing paths", []string{"tags", "read"}, 2, "want PATH|FOLDER|PATTERN... | --all", true},
 		{"bad write arg", []string{"tags", "write", "novalue"}, 2, `"novalue" is not PATH=VALUE`, true},
+		{"write value apart", []string{"tags", "write", "Line1/SP", "900"}, 2, `"Line1/SP" is not PATH=VALUE; did you mean "Line1/SP=900"?`, true},
+		{"write spaced =", []string{"tags", "write", "Line1/SP", "=", "900"}, 2, `did you mean "Line1/SP=900"?`, true},
 		{"bad run target", []string{"scripts", "run", "pumps"}, 2, `"pumps" is not MODULE.ENTRY`, true},
 		{"bad run args", []string{"scripts", "run", "pumps.start", "--args", "{oops"}, 2, "is not JSON", true},
 		{"key without name", []string{"apikeys", "create", "--scopes", "tag:read"}, 2, "--name and --write-level are required", true},
