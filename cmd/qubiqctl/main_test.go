@@ -98,7 +98,7 @@ func clearEnv(t *testing.T) {
 }
 
 const healthBody = `{"status":"degraded","reasons":["python runtime missing: /usr/lib/qubiq/current/python/bin/python3"],
-"version":"1.4.0","uptime_s":3723,"sandbox":{"mode":"cgroup2","limits":{"memory_max":268435456},"python":{"status":"missing","version":"","path":"/usr/lib/qubiq/current/python/bin/python3"},"linter":"syntax-only"},
+"version":"1.4.0","uptime_s":3723,"sandbox":{"mode":"cgroup2","limits":{"memory_max":268435456,"memory":"enforced (memory.max)"},"hardening":{"netns":"active","landlock":"unavailable: kernel without Landlock"},"python":{"status":"missing","version":"","path":"/usr/lib/qubiq/current/python/bin/python3"},"linter":"syntax-only"},
 "devices":{"plc1":{"state":"connected"},"ua1":{"state":"disconnected","reason":"certificate not trusted"}},"escape_hatch":false}`
 
 const readBody = `[{"path":"Line1/Big","value":18446744073709551615,"quality":"Good","timestamp":"2025-03-01T12:00:00.000000000Z"},
@@ -118,7 +118,8 @@ func TestRun_Status_Table(t *testing.T) {
 		"version       1.4.0\n",
 		"uptime        1h2m3s\n",
 		"sandbox       mode cgroup2, linter syntax-only\n",
-		"limits        {\"memory_max\":268435456}\n",
+		// one line per key, in the daemon's order, strings unquoted
+		"limits        memory_max: 268435456\n              memory: enforced (memory.max)\nhardening     netns: active\n              landlock: unavailable: kernel without Landlock\n",
 		"escape hatch  off\n",
 		"DEVICE  STATE         REASON\nplc1    connected\nua1     disconnected  certificate not trusted\n",
 	} {
