@@ -38,6 +38,7 @@ var commands = map[string]command{
 	"apikeys create": {name: "apikeys create",
 		args: "--name N --scopes a,b --write-level L [--permissions p,q] [--prefixes P,Q] [--expires RFC3339]",
 		help: "Create an API key; its token is printed once.",
+		long: apikeyGrantHelp,
 		flags: func(fs *flag.FlagSet, o *opts) {
 			fs.StringVar(&o.name, "name", "", "key name")
 			fs.StringVar(&o.scopes, "scopes", "", "comma-separated scopes (tag:read,tag:write,...)")
@@ -376,3 +377,11 @@ func cmdAPIKeysRevoke(ctx context.Context, c *cli, _ *opts, args []string) error
 	fmt.Fprintf(c.stdout, "revoked %s\n", args[0])
 	return nil
 }
+
+// apikeyGrantHelp lists what a key may hold (docs/security.md, "Scopes" and
+// "Permissions"; TestHelp_APIKeyScopes keeps it in step with that page).
+const apikeyGrantHelp = `Scopes: tag:read, tag:write, alarm:read, alarm:ack, db:read, db:write,
+hist:read, hist:write, vars:read, vars:write, file:read, file:write,
+script:execute. Permissions: designer, sandbox_admin, users_admin, firmware.
+Write levels: view < operate < supervise < design. A key holds at most what
+its creator holds; docs/security.md says what each allows.`
