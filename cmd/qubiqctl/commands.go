@@ -21,7 +21,7 @@ var commands = map[string]command{
 	"provision": {name: "provision", args: "--password-file FILE",
 		help: "Set the first admin password (FILE, or - for stdin); revokes the bootstrap token.",
 		flags: func(fs *flag.FlagSet, o *opts) {
-			fs.StringVar(&o.passwordFile, "password-file", "", "file holding the password (- for stdin)")
+			fs.StringVar(&o.passwordFile, "password-file", "", "file holding the password, at least 8 characters (- for stdin; trailing newlines are dropped)")
 		}, run: cmdProvision},
 	"tags write": {name: "tags write", args: "PATH=VALUE...",
 		help: `Write tags; VALUE is JSON when it parses (42, true, "42", [1,2]), else a string. Exit 1 unless every write is Good.`,
