@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"os"
 	"strings"
 	"time"
@@ -169,6 +171,12 @@ func readInput(name string) ([]byte, error) {
 		return io.ReadAll(os.Stdin)
 	}
 	b, err := os.ReadFile(name)
+	var pe *iofs.PathError
+	if errors.As(err, &pe) {
+		// "ann.pw: no such file or directory", not os's "read ann.pw: open
+		// ann.pw: no such file or directory"
+		return nil, fmt.Errorf("%s: %w", name, pe.Err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", name, err)
 	}

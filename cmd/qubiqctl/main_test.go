@@ -261,6 +261,9 @@ func TestRun_ExitCodes(t *testing.T) {
 		{"busy", []string{"--url", d.srv.URL, "scripts", "run", "pumps.start"}, 1, "all workers busy (HTTP 503, busy)", false},
 		{"not found", []string{"--url", d.srv.URL, "apikeys", "revoke", "k9"}, 1, "no route (HTTP 404, not_found)", false},
 		{"daemon down", []string{"--url", dead, "status"}, 1, "is qubiqd running at " + dead, false},
+		// the file named once, not os's "read F: open F: ..."
+		{"missing file", []string{"--url", d.srv.URL, "project", "import", "/nonexistent/plant.yaml"}, 1,
+			"qubiqctl: /nonexistent/plant.yaml: no such file or directory\n", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
