@@ -166,7 +166,7 @@ type RefusalAuditor interface {
 
 // AuditLog lists audit records in commit order (gateway.Audit).
 type AuditLog interface {
-	AuditRecords(ctx context.Context, after uint64, limit int) ([]gateway.AuditRecord, error)
+	AuditRecords(ctx context.Context, after uint64, limit int, q gateway.AuditQuery) ([]gateway.AuditRecord, error)
 }
 
 // Data is the part of gateway.Data the data routes use (/db/named,

@@ -29,8 +29,9 @@ type Audit interface {
 	// that cannot be queued is logged as lost.
 	AuditRefusal(ctx context.Context, g auth.Grant, target string, reason error)
 	// AuditRecords lists records in commit order: those after sequence
-	// number after, at most limit (capped by the store).
-	AuditRecords(ctx context.Context, after uint64, limit int) ([]AuditRecord, error)
+	// number after that q matches (AuditQuery.Matches; q's Before and
+	// Limit are not used), at most limit (capped by the store).
+	AuditRecords(ctx context.Context, after uint64, limit int, q AuditQuery) ([]AuditRecord, error)
 	// AuditTrail returns up to limit of the newest records whose origin is
 	// origin ("liveview:panel1"), newest first, including those still
 	// queued.

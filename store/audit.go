@@ -376,6 +376,13 @@ const auditQueryMax = 10000
 // number above afterSeq, in sequence order (page with the last Seq). limit
 // <= 0 means 1000; it is capped at 10000.
 func (db *DB) AuditRecords(afterSeq uint64, limit int) ([]AuditRecord, error) {
+	return db.AuditRecordsWhere(afterSeq, limit, nil)
+}
+
+// AuditRecordsWhere is AuditRecords keeping only the records for which
+// match reports true (nil: every record): up to limit of them, in sequence
+// order, looking through the log after afterSeq until it has them.
+func (db *DB) AuditRecordsWhere(afterSeq uint64, limit int, match func(AuditRecord) bool) ([]AuditRecord, error) {
 	if limit <= 0 {
 		limit = 1000
 	}
@@ -395,7 +402,9 @@ func (db *DB) AuditRecords(afterSeq uint64, limit int) ([]AuditRecord, error) {
 			if err != nil {
 				return fmt.Errorf("audit: %w", err)
 			}
-			out = append(out, decodeAuditRecord(seq, v)) // Unmarshal copies Before and After out of the page
+			if rec := decodeAuditRecord(seq, v); match == nil || match(rec) {
+				out = append(out, rec) // Unmarshal copies Before and After out of the page
+			}
 		}
 		return nil
 	})
