@@ -85,8 +85,13 @@ func (s *Service) bootstrap() error {
 // Authenticate returns the grant of a bearer token (gateway.Credentials).
 func (s *Service) Authenticate(_ context.Context, bearer string) (auth.Grant, error) {
 	g, err := s.keys.Authenticate(bearer)
-	if err != nil {
-		return auth.Grant{}, fmt.Errorf("%w: %v", gateway.ErrUnauthenticated, err)
+	switch {
+	case errors.Is(err, auth.ErrRevokedToken):
+		return auth.Grant{}, &gateway.CredentialError{Reason: gateway.CredentialRevoked}
+	case errors.Is(err, auth.ErrExpiredToken):
+		return auth.Grant{}, &gateway.CredentialError{Reason: gateway.CredentialExpired}
+	case err != nil:
+		return auth.Grant{}, &gateway.CredentialError{Reason: gateway.CredentialUnknown}
 	}
 	return g, nil
 }
