@@ -96,6 +96,21 @@ func (s *Service) Authenticate(_ context.Context, bearer string) (auth.Grant, er
 	return g, nil
 }
 
+// stillValid refuses a grant whose credential ended after the grant was
+// made: its API key revoked or expired, the bootstrap token revoked
+// (auth.Keys.StillValid), or its browser session logged out, revoked or
+// timed out (auth.Sessions.StillValid). Every system.* call of a script
+// checks it, so a run stops at its next call, whatever started it.
+func (s *Service) stillValid(g auth.Grant) error {
+	if err := s.keys.StillValid(g); err != nil {
+		return err
+	}
+	if s.sessions != nil {
+		return s.sessions.StillValid(g)
+	}
+	return nil
+}
+
 // CreateAPIKey issues a key never wider than g, and audits it
 // (gateway.Credentials).
 func (s *Service) CreateAPIKey(_ context.Context, g auth.Grant, req gateway.NewAPIKey) (gateway.APIKeyCreated, error) {
