@@ -463,6 +463,9 @@ func TestServer_NilDeps_NotImplemented(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, rt := range routes {
+		if rt.pattern() == "GET /api/v1/openapi.json" {
+			continue // the server's own document: it depends on nothing
+		}
 		t.Run(rt.pattern(), func(t *testing.T) {
 			req := httptest.NewRequest(rt.method, strings.NewReplacer("{module}", "m", "{entry}", "e", "{id}", "k1").Replace(rt.path), strings.NewReader("{}"))
 			req.Header.Set("Authorization", "Bearer "+tokFull)
