@@ -25,7 +25,7 @@ import (
 const credentialWindow = 10 * time.Second
 
 // credentialKeys bounds the (source, reason) pairs counted at once.
-const credentialKeys = 1024
+const credentialKeys = 256
 
 // otherSources is the source of refusals counted once credentialKeys
 // pairs are tracked.
