@@ -174,7 +174,9 @@ func next(nd *NodeDef, m *Msg, outs []out) []out { return append(outs, out{to: n
 
 func (in *instance) runPython(nr *nodeRun, msgs []*Msg) []out {
 	var outs []out
-	chunk := len(msgs)
+	// One node run takes at most gateway.MaxNodeBatch messages; a node
+	// behind a fan-out (a list returned upstream) may receive more.
+	chunk := min(len(msgs), gateway.MaxNodeBatch)
 	if nr.def.OnError == OnErrorFail {
 		chunk = 1 // it stops at the failing message: none after it runs
 	}
