@@ -26,3 +26,32 @@ func TestEngine_FanOutBeyondOneNodeRun(t *testing.T) {
 		t.Fatalf("counters %+v last error %+v: want the 300 messages of the fan-out through the second node, no error", st.Counters, st.LastError)
 	}
 }
+
+// TestEngine_CountersAddUpPastAFailedNode: messages behind a node that
+// failed with on_error: fail are dropped and counted once: in = processed
+// + dropped + queue, exactly, also in the batch where the node failed.
+func TestEngine_CountersAddUpPastAFailedNode(t *testing.T) {
+	gw := newFakeGW()
+	e := testEngine(t, gw, `
+- name: cnt
+  trigger: {tag: Line1/In}
+  queue: 1000
+  grant: {scopes: [tag:read, tag:write], write_level: operate}
+  nodes:
+    - {id: pass, type: filter, field: payload, above: -1, next: p}
+    - {id: p, type: python, on_error: fail, next: w, code: "def transform(msg):  # behave: raise_on_odd\n    return msg\n"}
+    - {id: w, type: tag_write, path: Line1/Out}
+`, func(o *Options) { o.Batch = 64 })
+	for _, v := range []int64{0, 2, 3, 4, 6, 8, 10, 12} {
+		gw.change("Line1/In", v, value.Good)
+	}
+	st := waitStatus(t, e, "cnt", "all taken", func(st gateway.FlowStatus) bool { return st.Counters.In == 8 && st.Queue == 0 && st.State == gateway.FlowFailed })
+	st = waitStatus(t, e, "cnt", "settled", func(st gateway.FlowStatus) bool { return st.Counters.Processed+st.Counters.Dropped >= 8 })
+	c := st.Counters
+	if c.In != c.Processed+c.Dropped+uint64(st.Queue) {
+		t.Fatalf("counters %+v queue %d: in != processed + dropped + queue", c, st.Queue)
+	}
+	if c.Processed != 3 || c.Dropped != 5 || c.Errors != 1 || c.Out != 2 {
+		t.Errorf("counters %+v: want 3 processed (two written, the failing one), 5 dropped behind the failed node", c)
+	}
+}

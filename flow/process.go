@@ -70,6 +70,11 @@ func (in *instance) process(batch []*Msg) {
 	for i, m := range batch {
 		m.ord = i
 	}
+	// A trigger message that reaches a failed node (or one of the
+	// messages it became) is dropped, not processed, so that once nothing
+	// is in flight in = processed + dropped + queue (docs/flows.md,
+	// "Queues, counters and back-pressure").
+	in.lost = make([]bool, len(batch))
 	pending := map[string][]*Msg{in.def.Nodes[0].ID: batch}
 	for _, nd := range in.def.Order {
 		msgs := pending[nd.ID]
@@ -81,7 +86,7 @@ func (in *instance) process(batch []*Msg) {
 		nr := in.nodes[nd.ID]
 		if nr.isFailed() {
 			// A failed node stops: what reaches it is dropped, counted.
-			in.fs.ctr.dropped.Add(uint64(len(msgs)))
+			in.markLost(msgs)
 			continue
 		}
 		nr.runs.Add(uint64(len(msgs)))
@@ -93,7 +98,25 @@ func (in *instance) process(batch []*Msg) {
 			pending[o.to] = append(pending[o.to], o.m)
 		}
 	}
-	in.fs.ctr.processed.Add(uint64(len(batch)))
+	lost := 0
+	for _, l := range in.lost {
+		if l {
+			lost++
+		}
+	}
+	in.lost = nil
+	in.fs.ctr.dropped.Add(uint64(lost))
+	in.fs.ctr.processed.Add(uint64(len(batch) - lost))
+}
+
+// markLost records that msgs reached a failed node: their trigger
+// messages count as dropped.
+func (in *instance) markLost(msgs []*Msg) {
+	for _, m := range msgs {
+		if m.ord >= 0 && m.ord < len(in.lost) {
+			in.lost[m.ord] = true
+		}
+	}
 }
 
 func (in *instance) runNode(nr *nodeRun, msgs []*Msg) []out {
@@ -182,7 +205,7 @@ func (in *instance) runPython(nr *nodeRun, msgs []*Msg) []out {
 	}
 	for start := 0; start < len(msgs); {
 		if nr.isFailed() {
-			in.fs.ctr.dropped.Add(uint64(len(msgs) - start))
+			in.markLost(msgs[start:])
 			return outs
 		}
 		end := min(start+chunk, len(msgs))
