@@ -45,7 +45,9 @@ func TestEngine_CountersAddUpPastAFailedNode(t *testing.T) {
 	for _, v := range []int64{0, 2, 3, 4, 6, 8, 10, 12} {
 		gw.change("Line1/In", v, value.Good)
 	}
-	st := waitStatus(t, e, "cnt", "all taken", func(st gateway.FlowStatus) bool { return st.Counters.In == 8 && st.Queue == 0 && st.State == gateway.FlowFailed })
+	st := waitStatus(t, e, "cnt", "all taken", func(st gateway.FlowStatus) bool {
+		return st.Counters.In == 8 && st.Queue == 0 && st.State == gateway.FlowFailed
+	})
 	st = waitStatus(t, e, "cnt", "settled", func(st gateway.FlowStatus) bool { return st.Counters.Processed+st.Counters.Dropped >= 8 })
 	c := st.Counters
 	if c.In != c.Processed+c.Dropped+uint64(st.Queue) {
