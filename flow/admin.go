@@ -144,6 +144,9 @@ func (e *Engine) SaveFlow(ctx context.Context, g auth.Grant, src gateway.FlowSou
 	if err := g.Covers(d.Grant, "flow "+d.Name); err != nil {
 		return gateway.FlowSaved{}, err
 	}
+	if err := e.messageTaken(d); err != nil {
+		return gateway.FlowSaved{}, err
+	}
 	if err := e.canChange("saving flow " + d.Name); err != nil {
 		return gateway.FlowSaved{}, err
 	}
@@ -202,6 +205,9 @@ func (e *Engine) RollbackFlow(ctx context.Context, g auth.Grant, name string) (g
 		return gateway.FlowSaved{}, fmt.Errorf("%w: flow %s version %d no longer fits the project, not rolled back: %s", gateway.ErrConflict, name, prevV, firstLine(err))
 	}
 	if err := g.Covers(d.Grant, "flow "+name); err != nil {
+		return gateway.FlowSaved{}, err
+	}
+	if err := e.messageTaken(d); err != nil {
 		return gateway.FlowSaved{}, err
 	}
 	if err := e.canChange("rolling back flow " + name); err != nil {
@@ -333,6 +339,9 @@ func (e *Engine) ResetFlow(ctx context.Context, g auth.Grant, name string) (gate
 			fs.stopped(int64(v), nil, "no longer fits the project: "+firstLine(err))
 			return fs.status(), fmt.Errorf("%w: flow %s version %d cannot start: %s", gateway.ErrConflict, name, v, firstLine(err))
 		}
+		if err := e.messageTaken(d); err != nil {
+			return fs.status(), err
+		}
 		if _, err := e.run(ctx, fs, d, int64(v)); err != nil {
 			return fs.status(), fmt.Errorf("%w: flow %s: %v", gateway.ErrConflict, name, err)
 		}
@@ -341,4 +350,35 @@ func (e *Engine) ResetFlow(ctx context.Context, g auth.Grant, name string) (gate
 	e.auditAdmin(ctx, g, "flow.reset", name, detail)
 	e.log.Info("flow reset", slog.String("flow", name), slog.String("principal", g.Principal), slog.Any("detail", detail))
 	return fs.status(), nil
+}
+
+// messageTaken refuses d when its message trigger is the trigger of
+// another running flow: a message goes to one flow, never to whichever
+// of two a lookup meets first (and no flow takes over another's
+// messages).
+func (e *Engine) messageTaken(d *Def) error {
+	if d.Trigger.Kind != TriggerMessage {
+		return nil
+	}
+	if other := e.messageFlow(d.Trigger.Message, d.Name); other != "" {
+		return fmt.Errorf("%w: flow %s: message %q is already the trigger of flow %s; a message goes to one flow (change the name, or delete flow %s first)",
+			gateway.ErrConflict, d.Name, d.Trigger.Message, other, other)
+	}
+	return nil
+}
+
+// messageFlow is the running flow other than except whose trigger is the
+// message handler, or "".
+func (e *Engine) messageFlow(handler, except string) string {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	for name, fs := range e.flows {
+		if name == except {
+			continue
+		}
+		if cur := fs.current(); cur != nil && cur.def.Trigger.Kind == TriggerMessage && cur.def.Trigger.Message == handler {
+			return name
+		}
+	}
+	return ""
 }

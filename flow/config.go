@@ -253,6 +253,7 @@ func ParseSection(file string, nodes []yaml.Node, env Env) ([]*Def, error) {
 	var out []*Def
 	var errs []error
 	seen := map[string]int{}
+	messages := map[string]*Def{} // message trigger → the flow taking it
 	for i := range nodes {
 		d, err := Parse(file, &nodes[i], env)
 		if err != nil {
@@ -262,6 +263,14 @@ func ParseSection(file string, nodes []yaml.Node, env Env) ([]*Def, error) {
 		if first, dup := seen[d.Name]; dup {
 			errs = append(errs, fmt.Errorf("%s:%d: flow %q defined twice (first at line %d)", file, d.Line, d.Name, first))
 			continue
+		}
+		if d.Trigger.Kind == TriggerMessage {
+			if other := messages[d.Trigger.Message]; other != nil {
+				errs = append(errs, fmt.Errorf("%s:%d: flow %q: message %q is already the trigger of flow %q (line %d); a message goes to one flow",
+					file, d.Trigger.Line, d.Name, d.Trigger.Message, other.Name, other.Line))
+				continue
+			}
+			messages[d.Trigger.Message] = d
 		}
 		seen[d.Name] = d.Line
 		out = append(out, d)

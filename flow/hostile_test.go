@@ -1,7 +1,14 @@
 package flow
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
+
+	"gopkg.in/yaml.v3"
 
 	"qubiq.dev/edge/gateway"
 	"qubiq.dev/edge/value"
@@ -55,5 +62,50 @@ func TestEngine_CountersAddUpPastAFailedNode(t *testing.T) {
 	}
 	if c.Processed != 3 || c.Dropped != 5 || c.Errors != 1 || c.Out != 2 {
 		t.Errorf("counters %+v: want 3 processed (two written, the failing one), 5 dropped behind the failed node", c)
+	}
+}
+
+// TestEngine_OneFlowPerMessage: a message name is the trigger of one flow
+// only. A second flow pushed on the same name is refused (409) and the
+// messages keep going to the first; the project file may not name it
+// twice either.
+func TestEngine_OneFlowPerMessage(t *testing.T) {
+	gw := newFakeGW()
+	e := testEngine(t, gw, `
+- name: owner
+  trigger: {message: go}
+  grant: {scopes: [tag:read, tag:write], write_level: operate}
+  nodes:
+    - {id: w, type: tag_write, path: Line1/Out}
+`)
+	thief := []byte("trigger: {message: go}\nnodes:\n  - {id: e, type: end}\n")
+	_, err := e.SaveFlow(context.Background(), designer, gateway.FlowSource{Name: "thief", Doc: thief})
+	if !errors.Is(err, gateway.ErrConflict) || !strings.Contains(err.Error(), `message "go" is already the trigger of flow owner`) {
+		t.Fatalf("second flow on message go: %v, want a conflict naming flow owner", err)
+	}
+	for i := range 20 {
+		run, handled, err := e.DeliverMessage(context.Background(), designer, "go", json.RawMessage(fmt.Sprint(i)))
+		if !handled || err != nil || !strings.Contains(string(run.Result), `"flow":"owner"`) {
+			t.Fatalf("message %d: %s %v %v, want it queued for flow owner", i, run.Result, handled, err)
+		}
+	}
+	// The owner itself may push a new version on its own name.
+	if _, err := e.SaveFlow(context.Background(), designer, gateway.FlowSource{Name: "owner", Doc: []byte(`trigger: {message: go}
+grant: {scopes: [tag:read, tag:write], write_level: operate}
+nodes:
+  - {id: w, type: tag_write, path: Line1/Out}
+`)}); err != nil {
+		t.Fatalf("new version of the owner: %v", err)
+	}
+
+	var nodes []yaml.Node
+	if err := yaml.Unmarshal([]byte(`
+- {name: a, trigger: {message: go}, nodes: [{id: e, type: end}]}
+- {name: b, trigger: {message: go}, nodes: [{id: e, type: end}]}
+`), &nodes); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseSection("project.yaml", nodes, Env{}); err == nil || !strings.Contains(err.Error(), `flow "b": message "go" is already the trigger of flow "a"`) {
+		t.Errorf("two project flows on one message: %v", err)
 	}
 }
