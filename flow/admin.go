@@ -129,8 +129,8 @@ func (e *Engine) SaveFlow(ctx context.Context, g auth.Grant, src gateway.FlowSou
 	if err := CheckName("flow", src.Name); err != nil {
 		return gateway.FlowSaved{}, err
 	}
-	if src.Version < 0 {
-		return gateway.FlowSaved{}, fmt.Errorf("%w: flow %s: version %d must be positive", gateway.ErrInvalid, src.Name, src.Version)
+	if src.Version < 0 || src.Version > MaxVersion {
+		return gateway.FlowSaved{}, fmt.Errorf("%w: flow %s: version %d: want 1 to %d (or none: the next)", gateway.ErrInvalid, src.Name, src.Version, MaxVersion)
 	}
 	e.adminMu.Lock()
 	defer e.adminMu.Unlock()
@@ -281,6 +281,9 @@ func (e *Engine) DeleteFlow(ctx context.Context, g auth.Grant, name string) (gat
 	if fs == nil {
 		return gateway.FlowSaved{}, e.notFound(name)
 	}
+	if err := coversFlow(g, fs); err != nil {
+		return gateway.FlowSaved{}, err
+	}
 	if err := e.canChange("deleting flow " + name); err != nil {
 		return gateway.FlowSaved{}, err
 	}
@@ -312,6 +315,9 @@ func (e *Engine) ResetFlow(ctx context.Context, g auth.Grant, name string) (gate
 	if fs == nil {
 		return gateway.FlowStatus{}, e.notFound(name)
 	}
+	if err := coversFlow(g, fs); err != nil {
+		return gateway.FlowStatus{}, err
+	}
 	if err := e.canChange("resetting flow " + name); err != nil {
 		return gateway.FlowStatus{}, err
 	}
@@ -338,6 +344,9 @@ func (e *Engine) ResetFlow(ctx context.Context, g auth.Grant, name string) (gate
 		if err != nil {
 			fs.stopped(int64(v), nil, "no longer fits the project: "+firstLine(err))
 			return fs.status(), fmt.Errorf("%w: flow %s version %d cannot start: %s", gateway.ErrConflict, name, v, firstLine(err))
+		}
+		if err := g.Covers(d.Grant, "flow "+name); err != nil {
+			return fs.status(), err
 		}
 		if err := e.messageTaken(d); err != nil {
 			return fs.status(), err
@@ -381,4 +390,18 @@ func (e *Engine) messageFlow(handler, except string) string {
 		}
 	}
 	return ""
+}
+
+// coversFlow refuses a deletion or reset of fs by a designer whose grant
+// does not cover the flow's (auth.Grant.Covers): who could not have saved
+// the flow may not remove it or start its failed nodes again, as a
+// rollback needs the grant of the version it runs.
+func coversFlow(g auth.Grant, fs *flowState) error {
+	fs.mu.Lock()
+	d := fs.def
+	fs.mu.Unlock()
+	if d == nil { // a stored version that cannot be read: nothing runs with a grant
+		return nil
+	}
+	return g.Covers(d.Grant, "flow "+fs.name)
 }

@@ -31,6 +31,9 @@ const (
 	DefaultQueue = 100
 	// MaxCode is the largest Python node, in bytes.
 	MaxCode = 256 << 10
+	// MaxVersion is the highest version number a push may give a flow
+	// (what the store numbers versions with).
+	MaxVersion = 1<<31 - 1
 	// MaxDoc is the largest flow definition, in bytes.
 	MaxDoc = 1 << 20
 )

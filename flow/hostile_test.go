@@ -10,6 +10,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"qubiq.dev/edge/auth"
 	"qubiq.dev/edge/gateway"
 	"qubiq.dev/edge/value"
 )
@@ -107,5 +108,41 @@ nodes:
 	}
 	if _, err := ParseSection("project.yaml", nodes, Env{}); err == nil || !strings.Contains(err.Error(), `flow "b": message "go" is already the trigger of flow "a"`) {
 		t.Errorf("two project flows on one message: %v", err)
+	}
+}
+
+// TestEngine_NarrowDesignerCannotRemoveAWiderFlow: a designer limited to
+// Line2 at operate may not delete or reset a flow that writes under Line1
+// (its grant does not cover the flow's, as for a save or a rollback); the
+// flow keeps running. A push naming a version beyond the store's numbers
+// is a 400, not a failure of the store.
+func TestEngine_NarrowDesignerCannotRemoveAWiderFlow(t *testing.T) {
+	gw := newFakeGW()
+	e := testEngine(t, gw, `
+- name: plant
+  trigger: {tag: Line1/In}
+  grant: {scopes: [tag:read, tag:write], write_level: operate, prefixes: [Line1]}
+  nodes:
+    - {id: w, type: tag_write, path: Line1/Out, on_error: fail}
+`)
+	narrow := auth.Grant{Principal: "apikey:line2", Realm: auth.RealmAPIKey, Scopes: []auth.Scope{auth.TagRead, auth.TagWrite},
+		WriteLevel: auth.LevelOperate, Permissions: []auth.Permission{auth.Designer}, Prefixes: []string{"Line2"}}
+	var de *auth.DeniedError
+	if _, err := e.DeleteFlow(context.Background(), narrow, "plant"); !errors.As(err, &de) {
+		t.Fatalf("delete by a designer limited to Line2: %v, want a refusal naming what the flow has beyond", err)
+	}
+	if _, err := e.ResetFlow(context.Background(), narrow, "plant"); !errors.As(err, &de) {
+		t.Fatalf("reset by a designer limited to Line2: %v, want a refusal", err)
+	}
+	if st, err := e.Flow(context.Background(), designer, "plant"); err != nil || st.State != gateway.FlowRunning {
+		t.Fatalf("after the refusals: %+v %v, want it running", st, err)
+	}
+	_, err := e.SaveFlow(context.Background(), designer, gateway.FlowSource{Name: "plant", Version: 1 << 40,
+		Doc: []byte("trigger: {tag: Line1/In}\nnodes: [{id: e, type: end}]\n")})
+	if !errors.Is(err, gateway.ErrInvalid) {
+		t.Errorf("version 2^40: %v, want ErrInvalid", err)
+	}
+	if _, err := e.DeleteFlow(context.Background(), designer, "plant"); err != nil {
+		t.Fatalf("delete by a designer who covers it: %v", err)
 	}
 }
