@@ -581,3 +581,29 @@ func checkTopic(t string, filter bool) error {
 	}
 	return nil
 }
+
+// CoverSection refuses (the *auth.DeniedError of auth.Grant.Covers) a
+// project flows: section holding a flow whose grant is wider than g, the
+// importer's (docs/flows.md, "Grants"). Each grant is read as Parse reads
+// it, whatever else is wrong with its flow and whatever the environment:
+// a flow that fails to parse here for a reason of its own (a link the
+// checking side does not know, a tag not yet imported) is still checked,
+// so it cannot carry a wider grant past the importer into the next start.
+func CoverSection(g auth.Grant, nodes []yaml.Node) error {
+	ignore := func(int, string, ...any) {}
+	for i := range nodes {
+		n := &nodes[i]
+		f, ok := mapping(n, flowKeys, ignore)
+		if !ok {
+			continue // not a flow at all: Parse refuses it, nothing runs
+		}
+		name := "flow"
+		if nn := f.vals["name"]; nn != nil && nn.Kind == yaml.ScalarNode {
+			name = "flow " + nn.Value
+		}
+		if err := g.Covers(parseGrant(f, ignore), name); err != nil {
+			return err
+		}
+	}
+	return nil
+}

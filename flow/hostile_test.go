@@ -146,3 +146,38 @@ func TestEngine_NarrowDesignerCannotRemoveAWiderFlow(t *testing.T) {
 		t.Fatalf("delete by a designer who covers it: %v", err)
 	}
 }
+
+// TestCoverSection_EveryFlowsGrant: a project section whose flow asks for
+// write level design is refused for an importer at operate, also when the
+// flow fails to parse for another reason under the checking environment
+// (an alarm trigger, which an Env without Alarms refuses, so ParseSection
+// skips the flow and a check over its result passes).
+func TestCoverSection_EveryFlowsGrant(t *testing.T) {
+	var nodes []yaml.Node
+	if err := yaml.Unmarshal([]byte(`
+- name: fine
+  trigger: {every: 1s}
+  grant: {scopes: [tag:read, tag:write], write_level: operate, prefixes: [Line1]}
+  nodes: [{id: e, type: end}]
+- name: sneaky
+  trigger: {alarm: Line1}
+  grant: {scopes: [tag:read, tag:write, alarm:read], write_level: design, prefixes: [Line1]}
+  nodes:
+    - {id: w, type: tag_write, path: Line1/Sec/Design}
+`), &nodes); err != nil {
+		t.Fatal(err)
+	}
+	importer := auth.Grant{Principal: "apikey:des", Scopes: []auth.Scope{auth.TagRead, auth.TagWrite, auth.AlarmRead},
+		WriteLevel: auth.LevelOperate, Permissions: []auth.Permission{auth.Designer}, Prefixes: []string{"Line1"}}
+	if defs, _ := ParseSection("project.yaml", nodes, Env{}); len(defs) != 1 {
+		t.Fatalf("ParseSection under an empty Env kept %d flows; this test needs it to skip sneaky", len(defs))
+	}
+	var de *auth.DeniedError
+	err := CoverSection(importer, nodes)
+	if !errors.As(err, &de) || !strings.Contains(err.Error(), `flow sneaky: cannot grant write level "design"`) {
+		t.Fatalf("CoverSection: %v, want the design-level grant of flow sneaky refused", err)
+	}
+	if err := CoverSection(designer, nodes); err != nil {
+		t.Errorf("an importer at design: %v", err)
+	}
+}
