@@ -34,6 +34,9 @@ const (
 	// MaxVersion is the highest version number a push may give a flow
 	// (what the store numbers versions with).
 	MaxVersion = 1<<31 - 1
+	// MaxNesting is the deepest a message may nest (objects and arrays
+	// within each other, the message itself the first level).
+	MaxNesting = 100
 	// MaxDoc is the largest flow definition, in bytes.
 	MaxDoc = 1 << 20
 )

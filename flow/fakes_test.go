@@ -148,6 +148,9 @@ var behaviours = map[string]func(f *fakeGW, msg map[string]any) (gateway.NodeRes
 		b, _ := json.Marshal(list)
 		return gateway.NodeResult{Value: b}, false
 	},
+	"deep": func(_ *fakeGW, msg map[string]any) (gateway.NodeResult, bool) {
+		return gateway.NodeResult{Value: json.RawMessage(`{"payload": ` + strings.Repeat("[", 150) + strings.Repeat("]", 150) + `}`)}, false
+	},
 	"block": func(f *fakeGW, msg map[string]any) (gateway.NodeResult, bool) {
 		f.blocked <- struct{}{}
 		<-f.block

@@ -181,3 +181,47 @@ func TestCoverSection_EveryFlowsGrant(t *testing.T) {
 		t.Errorf("an importer at design: %v", err)
 	}
 }
+
+// TestEngine_MessageNestingLimit: a message nests at most 100 levels
+// (docs/flows.md, "Limits"): a message payload deeper than that is refused
+// at DeliverMessage (400), a Python node returning a deeper message fails
+// with bad_return; messages at the limit pass.
+func TestEngine_MessageNestingLimit(t *testing.T) {
+	deep := func(levels int) string {
+		return strings.Repeat("[", levels) + strings.Repeat("]", levels)
+	}
+	if n := nesting([]byte(`{"a": "[[[{{", "b": [1, {"c": "\"]"}]}`)); n != 3 {
+		t.Fatalf("nesting of an object with brackets in strings: %d, want 3", n)
+	}
+	gw := newFakeGW()
+	e := testEngine(t, gw, `
+- name: deep
+  trigger: {message: deep}
+  nodes:
+    - {id: p, type: python, code: "def transform(msg):  # behave: echo\n    return msg\n"}
+`)
+	if _, handled, err := e.DeliverMessage(context.Background(), designer, "deep", json.RawMessage(deep(150))); !handled || !errors.Is(err, gateway.ErrInvalid) {
+		t.Fatalf("payload 150 levels deep: handled %v err %v, want ErrInvalid", handled, err)
+	}
+	if _, _, err := e.DeliverMessage(context.Background(), designer, "deep", json.RawMessage(deep(99))); err != nil {
+		t.Fatalf("payload 99 levels deep (the message 100): %v", err)
+	}
+	st := waitStatus(t, e, "deep", "the message at the limit ran", func(st gateway.FlowStatus) bool { return st.Counters.Processed == 1 })
+	if st.Counters.Out != 1 || st.Counters.Errors != 0 {
+		t.Errorf("a message at the limit: counters %+v %+v", st.Counters, st.LastError)
+	}
+	if st.Counters.In != 1 {
+		t.Errorf("the refused message was counted in: %+v", st.Counters)
+	}
+	if _, err := e.SaveFlow(context.Background(), designer, gateway.FlowSource{Name: "deep", Doc: []byte(
+		"trigger: {message: deep}\nnodes:\n  - {id: p, type: python, code: \"def transform(msg):  # behave: deep\\n    return msg\\n\"}\n")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.DeliverMessage(context.Background(), designer, "deep", json.RawMessage(`1`)); err != nil {
+		t.Fatal(err)
+	}
+	st = waitStatus(t, e, "deep", "the deep return failed", func(st gateway.FlowStatus) bool { return st.Counters.Processed == 2 })
+	if st.Counters.Errors != 1 || st.LastError == nil || st.LastError.Kind != KindBadReturn || !strings.Contains(st.LastError.Message, "levels deep") {
+		t.Errorf("a node returning a message 151 levels deep: counters %+v error %+v, want bad_return", st.Counters, st.LastError)
+	}
+}

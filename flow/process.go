@@ -277,6 +277,11 @@ func (in *instance) pythonResult(nr *nodeRun, m *Msg, r gateway.NodeResult, outs
 		return in.fail(nr, m, &gateway.FlowError{Kind: scriptKind(r.Err.Kind), Message: r.Err.Detail, Line: r.Line}, outs)
 	}
 	v := trimSpace(r.Value)
+	if n := nesting(v); n > MaxNesting+1 || (n > MaxNesting && (len(v) == 0 || v[0] != '[')) {
+		// A list of messages is one level more than its messages.
+		return in.fail(nr, m, &gateway.FlowError{Kind: KindBadReturn,
+			Message: fmt.Sprintf("transform returned a message nesting %d levels deep; a message nests at most %d", n, MaxNesting)}, outs)
+	}
 	switch {
 	case len(v) > 0 && v[0] == '{':
 		nm := rawMsg(v)
