@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"log/slog"
 	"os"
 	"regexp"
+	"strings"
 
 	"qubiq.dev/edge/config"
 	"qubiq.dev/edge/device"
