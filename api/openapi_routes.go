@@ -98,8 +98,8 @@ var openapiOps = map[string]opSpec{
 
 	"GET /api/v1/sandbox/config":             {summary: "The script sandbox's configuration", resp: at.SandboxConfig{}},
 	"GET /api/v1/sandbox/packages":           {summary: "The installed packages", resp: []at.SandboxPackage{}},
-	"POST /api/v1/sandbox/packages":          {summary: "Install a package from the index (NDJSON progress events, PackageEvent)", req: at.PackageInstallRequest{}, respMedia: at.NDJSONContentType},
-	"POST /api/v1/sandbox/packages/upload":   {summary: "Install uploaded wheels", reqMedia: "multipart/form-data", resp: at.PackageChange{}},
+	"POST /api/v1/sandbox/packages":          {summary: "Install a package from the index (NDJSON progress events, PackageEvent)", req: at.PackageInstallRequest{}, respMedia: at.NDJSONContentType, respLine: at.PackageEvent{}},
+	"POST /api/v1/sandbox/packages/upload":   {summary: "Install uploaded wheels (NDJSON progress events, PackageEvent)", reqMedia: "multipart/form-data", respMedia: at.NDJSONContentType, respLine: at.PackageEvent{}, query: []string{"filename: the wheel's name, for a body that is the wheel itself", "acknowledge_widening: true to install what widens the allow-list"}},
 	"DELETE /api/v1/sandbox/packages/{name}": {summary: "Remove a package", resp: at.PackageChange{}},
 	"GET /api/v1/sandbox/check":              {summary: "Check the package index", resp: at.IndexCheck{}},
 }
