@@ -56,7 +56,7 @@ var openapiOps = map[string]opSpec{
 	"GET /api/v1/liveview/views/{panel}/events": {summary: "A panel's recent events", resp: []at.PanelEvent{}},
 
 	"GET /api/v1/alarms":           {summary: "The current alarms", resp: at.AlarmList{}, query: []string{"state: states to list (comma-separated)", "priority: priorities to list (comma-separated)", "prefix: a source path prefix", "include_normal: true to list normal alarms too"}},
-	"GET /api/v1/alarms/journal":   {summary: "The alarm journal", resp: at.AlarmJournal{}},
+	"GET /api/v1/alarms/journal":   {summary: "The alarm journal", resp: at.AlarmJournal{}, query: []string{"path: an alarm's source", "priority: a priority", "state: a state", "from: RFC 3339", "to: RFC 3339", "limit: at most this many", "after: a sequence number (paging)", "order: asc or desc"}},
 	"GET /api/v1/alarms/stats":     {summary: "Alarm rates over a window", resp: at.AlarmStats{}, query: []string{"window_h: the window in hours"}},
 	"POST /api/v1/alarms/ack":      {summary: "Acknowledge alarms", req: at.AlarmAckRequest{}, resp: at.AlarmResults{}},
 	"POST /api/v1/alarms/shelve":   {summary: "Shelve alarms", req: at.AlarmShelveRequest{}, resp: at.AlarmResults{}},
