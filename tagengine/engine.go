@@ -608,8 +608,8 @@ func outsidePrefixes(g auth.Grant, p string) bool {
 }
 
 // Progress returns when a scan last completed (Start counts as progress).
-// The systemd watchdog pings only while this moves (docs/architecture.md, hard-won
-// rules: the watchdog proves progress).
+// The systemd watchdog pings only while this moves (docs/architecture.md, rules from
+// the field: the watchdog proves progress).
 func (e *Engine) Progress() time.Time { return time.Unix(0, e.progress.Load()) }
 
 // Stats returns the number of completed scans and of scans that overran
@@ -642,7 +642,7 @@ type TagInfo struct {
 // Read returns the current VQT of each path, in order: a path outside g's
 // prefixes is Bad_UserAccessDenied whether or not the tag exists
 // (outsidePrefixes), an unknown path inside them Bad_NodeIdUnknown
-// (docs/project.md, Quality). It fails with a *auth.DeniedError when g lacks
+// (docs/values.md). It fails with a *auth.DeniedError when g lacks
 // tag:read.
 func (e *Engine) Read(g auth.Grant, paths []string) ([]Result, error) {
 	if err := g.RequireScope(auth.TagRead, "tag.read"); err != nil {
