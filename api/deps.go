@@ -141,6 +141,7 @@ type APIKeys interface {
 // (gateway.Devices).
 type Devices interface {
 	ListDevices(ctx context.Context) []gateway.DeviceInfo
+	Device(ctx context.Context, name string) (gateway.DeviceInfo, error)
 	DevicePlan(ctx context.Context, name string) ([]gateway.PlannedRequest, error)
 }
 

@@ -150,6 +150,7 @@ var routes = []route{
 		longWrite: true, liveview: true, handle: (*Server).runScript},
 
 	{method: "GET", path: prefix + "/devices", need: scope(auth.TagRead), dep: depDevices, handle: (*Server).listDevices},
+	{method: "GET", path: prefix + "/devices/{name}", need: scope(auth.TagRead), dep: depDevices, handle: (*Server).getDevice},
 	{method: "GET", path: prefix + "/devices/{name}/plan", need: scope(auth.TagRead), dep: depDevices, handle: (*Server).devicePlan},
 
 	{method: "POST", path: prefix + "/apikeys", need: perm(auth.UsersAdmin), dep: depAPIKeys, handle: (*Server).createAPIKey},

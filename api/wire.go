@@ -1,6 +1,8 @@
 package api
 
 import (
+	"time"
+
 	"qubiq.dev/edge/api/apitypes"
 	"qubiq.dev/edge/auth"
 	"qubiq.dev/edge/gateway"
@@ -179,4 +181,31 @@ func wireChange(ch gateway.PackageChange) apitypes.PackageChange {
 func wireIndexCheck(c gateway.IndexCheck) apitypes.IndexCheck {
 	return apitypes.IndexCheck{IndexURL: c.IndexURL, URL: c.URL, Reachable: c.Reachable, Status: c.Status,
 		DurationMS: c.DurationMS, Reason: c.Reason}
+}
+
+func wireDevice(d gateway.DeviceInfo) apitypes.DeviceInfo {
+	out := apitypes.DeviceInfo{Name: d.Name, Driver: d.Driver, URL: d.URL, State: d.State, Reason: d.Reason, Tags: d.Tags}
+	st := d.Stats
+	if st == nil {
+		return out
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	ws := &apitypes.DeviceStats{Requests: st.Requests, Errors: st.Errors, ErrorsTotal: st.ErrorsTotal,
+		Timeouts: st.Timeouts, Reconnects: st.Reconnects, LastGood: optTime(st.LastGood), LastError: optTime(st.LastError),
+		LatencyP50: ms(st.P50), LatencyP99: ms(st.P99)}
+	if ws.Errors == nil {
+		ws.Errors = map[string]uint64{}
+	}
+	for _, u := range st.Units {
+		ws.Units = append(ws.Units, apitypes.UnitBreaker{UnitID: u.Unit, Breaker: u.Breaker, Timeouts: u.Timeouts,
+			DemotedUntil: optTime(u.DemotedUntil)})
+	}
+	if o := st.OPCUA; o != nil {
+		ws.OPCUA = &apitypes.OPCUAFigures{MonitoredItems: o.MonitoredItems, BadItems: o.BadItems,
+			Subscriptions: o.Subscriptions, PublishResponses: o.PublishResponses, KeepAlives: o.KeepAlives,
+			DataChanges: o.DataChanges, PublishRate: o.PublishRate, SessionsCreated: o.SessionsCreated,
+			SessionsReactivated: o.SessionsReactivate}
+	}
+	out.Stats = ws
+	return out
 }

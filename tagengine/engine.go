@@ -654,6 +654,18 @@ func (e *Engine) DeviceStates() map[string][2]string {
 	return out
 }
 
+// DeviceStats returns the request statistics of each device whose driver
+// keeps them (device.StatsReporter: Modbus, OPC UA); others are absent.
+func (e *Engine) DeviceStats() map[string]device.Stats {
+	out := map[string]device.Stats{}
+	for n, d := range e.devices {
+		if r, ok := d.(device.StatsReporter); ok {
+			out[n] = r.Stats()
+		}
+	}
+	return out
+}
+
 // PlanStep is one request of a device's scan plan, with the scan class it
 // belongs to.
 type PlanStep struct {

@@ -288,7 +288,7 @@ func TestRun_Env_URLAndAPIKey(t *testing.T) {
 	if r := d.last(t); r.auth != "Bearer from-env" {
 		t.Errorf("Authorization = %q, want the env key", r.auth)
 	}
-	if out != "NAME  DRIVER  STATE      TAGS  URL  REASON\nplc1  modbus  connected  12    -\n" {
+	if out != "NAME  DRIVER  STATE      TAGS  REQUESTS  ERRORS  P50  P99  LAST GOOD  URL  REASON\nplc1  modbus  connected  12    -         -       -    -    -          -\n" {
 		t.Errorf("output:\n%q", out)
 	}
 	// The flag wins over the environment, before or after the subcommand.
