@@ -43,6 +43,10 @@ type Deps struct {
 	// Audit lists the audit log (GET /api/v1/audit, users_admin).
 	Audit AuditLog
 
+	// Metrics serves GET /api/v1/metrics and counts every answered
+	// request by route pattern and status code (routes_metrics.go).
+	Metrics Metrics
+
 	Auth      Authenticator
 	Tags      Tags
 	Scripts   Scripts

@@ -64,7 +64,10 @@ func wireHealth(h gateway.HealthReport) apitypes.Health {
 		Sandbox: apitypes.SandboxHealth{Mode: h.Sandbox.Mode, Limits: h.Sandbox.Limits, Hardening: h.Sandbox.Hardening,
 			Python: apitypes.PythonHealth{Status: h.Sandbox.Python.Status, Version: h.Sandbox.Python.Version, Path: h.Sandbox.Python.Path},
 			Linter: h.Sandbox.Linter},
-		Devices: make(map[string]apitypes.DeviceHealth, len(h.Devices))}
+		Devices: make(map[string]apitypes.DeviceHealth, len(h.Devices)), Warnings: h.Warnings}
+	if out.Warnings == nil {
+		out.Warnings = []string{}
+	}
 	for n, d := range h.Devices {
 		out.Devices[n] = apitypes.DeviceHealth{State: d.State, Reason: d.Reason}
 	}

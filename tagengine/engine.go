@@ -160,6 +160,7 @@ type Engine struct {
 	progress  atomic.Int64 // unix nanos of the last completed scan
 	scans     atomic.Uint64
 	overruns  atomic.Uint64
+	changes   atomic.Uint64 // changes published (Counts)
 	wg        sync.WaitGroup
 	cancel    context.CancelFunc
 	startOnce sync.Once
@@ -475,6 +476,7 @@ func (e *Engine) publish(changes []Change) {
 	if e.retired.Load() {
 		return
 	}
+	e.changes.Add(uint64(len(changes)))
 	var hist []Change
 	for _, c := range changes {
 		if c.record {
@@ -590,6 +592,23 @@ func (e *Engine) Progress() time.Time { return time.Unix(0, e.progress.Load()) }
 // Stats returns the number of completed scans and of scans that overran
 // their period.
 func (e *Engine) Stats() (scans, overruns uint64) { return e.scans.Load(), e.overruns.Load() }
+
+// Counts are the engine's figures for the metrics: the configured tags,
+// the changes published to subscribers, completed scans and those that
+// overran their period, and changes the history feed skipped.
+type Counts struct {
+	Tags        int
+	Changes     uint64
+	Scans       uint64
+	Overruns    uint64
+	HistSkipped uint64
+}
+
+// Counts returns the engine's figures now (counters since New).
+func (e *Engine) Counts() Counts {
+	return Counts{Tags: len(e.tags), Changes: e.changes.Load(), Scans: e.scans.Load(), Overruns: e.overruns.Load(),
+		HistSkipped: e.histSkipped.Load()}
+}
 
 // Tags returns the configured tags whose paths g may see (its prefixes),
 // sorted by path, with their effective write level.

@@ -43,9 +43,13 @@ const ProblemContentType = "application/problem+json"
 // whole seconds since the daemon started. Devices maps a device name to its
 // connection state, Flows a flow's name to its state (docs/flows.md).
 // EscapeHatch reports whether QUBIQ_BROWSER_SCRIPT_SCOPES=off is in force.
+// Warnings list what the configuration asks for that the daemon does not
+// act on, and safeties turned off ([] when none; they do not make the
+// status degraded; docs/config.md, "Warnings").
 type Health struct {
 	Status      string                  `json:"status"`
 	Reasons     []string                `json:"reasons"`
+	Warnings    []string                `json:"warnings"`
 	Version     string                  `json:"version"`
 	UptimeS     int64                   `json:"uptime_s"`
 	Sandbox     SandboxHealth           `json:"sandbox"`
