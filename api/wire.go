@@ -14,7 +14,7 @@ import (
 
 func wireTagInfo(ti gateway.TagInfo) apitypes.TagInfo {
 	out := apitypes.TagInfo{Path: ti.Path, Device: ti.Device, Address: ti.Address, Type: ti.Type.String(),
-		Units: ti.Units, WriteLevel: ti.WriteLevel.String(), ReadOnly: ti.ReadOnly}
+		Units: ti.Units, WriteLevel: ti.WriteLevel.String(), ReadOnly: ti.ReadOnly, Min: ti.Min, Max: ti.Max}
 	if ti.Scan > 0 {
 		out.Scan = ti.Scan.String() // empty for tags not polled
 	}

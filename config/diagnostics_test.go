@@ -35,10 +35,10 @@ func TestLoadDaemon_Diagnostics(t *testing.T) {
 		t.Errorf("explicit: %+v", d.Diagnostics)
 	}
 	for text, want := range map[string]string{
-		"diagnostics: {listen: \"0.0.0.0:9464\", pprof: true}\n": `diagnostics.pprof: true is served on a loopback address only, and diagnostics.listen "0.0.0.0:9464" is not one`,
-		"diagnostics: {listen: off, pprof: true}\n":              "diagnostics.pprof: true needs a diagnostics listener",
-		"diagnostics: {listen: \"127.0.0.1\"}\n":                 `diagnostics.listen "127.0.0.1": want host:port or off`,
-		"diagnostics: {listen: \"127.0.0.1:99999\"}\n":           `port "99999" is not a number from 0 to 65535`,
+		"diagnostics: {listen: \"0.0.0.0:9464\", pprof: true}\n":  `diagnostics.pprof: true is served on a loopback address only, and diagnostics.listen "0.0.0.0:9464" is not one`,
+		"diagnostics: {listen: off, pprof: true}\n":               "diagnostics.pprof: true needs a diagnostics listener",
+		"diagnostics: {listen: \"127.0.0.1\"}\n":                  `diagnostics.listen "127.0.0.1": want host:port or off`,
+		"diagnostics: {listen: \"127.0.0.1:99999\"}\n":            `port "99999" is not a number from 0 to 65535`,
 		"diagnostics: {listen: \"127.0.0.1:1\", metrics: true}\n": `unknown key "metrics"`,
 	} {
 		if _, err := loadText(t, text); err == nil || !strings.Contains(err.Error(), want) {

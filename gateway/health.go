@@ -33,11 +33,11 @@ type HealthReport struct {
 	// LiveView escape hatch): they do not make the status degraded, and
 	// are never silent (Warnings).
 	Warnings []string
-	Version string
-	Uptime  time.Duration
-	Sandbox SandboxHealth
-	Devices map[string]DeviceHealth
-	Flows   map[string]FlowHealth
+	Version  string
+	Uptime   time.Duration
+	Sandbox  SandboxHealth
+	Devices  map[string]DeviceHealth
+	Flows    map[string]FlowHealth
 }
 
 // SandboxHealth is the script sandbox's state: the isolation mode

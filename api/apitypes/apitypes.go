@@ -167,6 +167,10 @@ type TagInfo struct {
 	WriteLevel string `json:"write_level"`
 	ReadOnly   bool   `json:"read_only"`
 	Scan       string `json:"scan,omitempty"`
+	// Min and Max are the tag's engineering limits of writes (absent:
+	// none); the server refuses a write outside them (Bad_OutOfRange).
+	Min *float64 `json:"min,omitempty"`
+	Max *float64 `json:"max,omitempty"`
 }
 
 // ReadRequest is the body of POST /api/v1/tags/read.
