@@ -27,7 +27,6 @@ import (
 	"qubiq.dev/edge/gateway"
 	"qubiq.dev/edge/gateway/service"
 	"qubiq.dev/edge/internal/probe"
-	"qubiq.dev/edge/metrics"
 	"qubiq.dev/edge/opcuastore"
 	"qubiq.dev/edge/store"
 	"qubiq.dev/edge/systemd"
@@ -49,13 +48,12 @@ type System struct {
 	api   *api.Server
 	ln    net.Listener
 
-	metrics  *metrics.Metrics
-	stopDiag func(context.Context) error // ends the diagnostics listener (diagnostics.go)
-
 	parts     lifecycle
 	served    chan error // the API's Serve result
 	stopServe context.CancelFunc
 	serveErr  error // what Serve returned, once stopped
+
+	diag diagnostics // the metrics and the diagnostics listener (diagnostics.go)
 }
 
 // New builds the system from cfg: it opens the store (bounded by
@@ -155,7 +153,7 @@ func (s *System) buildAPI(context.Context) error {
 	deps := api.DepsFrom(s.svc, panels)
 	deps.TLS = tlsInfo
 	deps.Flows = s.flows
-	deps.Metrics = s.metrics
+	deps.Metrics = s.diag.metrics
 	s.api, err = api.New(api.Config{Addr: c.HTTP.Listen, TLS: tlsConf}, deps, s.log.With("subsystem", "api"))
 	return err
 }

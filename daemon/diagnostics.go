@@ -12,11 +12,17 @@ import (
 	"qubiq.dev/edge/metrics"
 )
 
+// diagnostics are the metrics and the diagnostics listener of a System.
+type diagnostics struct {
+	metrics *metrics.Metrics
+	stop    func(context.Context) error // ends the listener; nil when none runs
+}
+
 // buildMetrics builds the metrics over the service layer and the flows
 // (docs/metrics.md); the API and the diagnostics listener serve them.
 func (s *System) buildMetrics(context.Context) error {
 	flows := s.flows
-	s.metrics = metrics.New(metrics.Config{
+	s.diag.metrics = metrics.New(metrics.Config{
 		Diagnostics: s.svc,
 		Health:      s.svc,
 		Version:     Version,
@@ -56,22 +62,22 @@ func (s *System) startDiagnostics(ctx context.Context) error {
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan error, 1)
-	s.stopDiag = func(context.Context) error {
+	s.diag.stop = func(context.Context) error {
 		cancel()
 		return <-done
 	}
-	go func() { done <- s.metrics.Serve(sctx, ln, dg.Pprof) }()
+	go func() { done <- s.diag.metrics.Serve(sctx, ln, dg.Pprof) }()
 	s.log.Info("diagnostics listener", slog.String("listen", ln.Addr().String()), slog.Bool("pprof", dg.Pprof))
 	return nil
 }
 
 // stopDiagnostics ends the diagnostics listener, if it runs.
 func (s *System) stopDiagnostics(ctx context.Context) error {
-	if s.stopDiag == nil {
+	if s.diag.stop == nil {
 		return nil
 	}
-	err := s.stopDiag(ctx)
-	s.stopDiag = nil
+	err := s.diag.stop(ctx)
+	s.diag.stop = nil
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
