@@ -28,16 +28,18 @@ const (
 type HealthReport struct {
 	Status  string
 	Reasons []string
+
 	// Warnings say what the configuration asks for that the daemon does
 	// not do, or a safety turned off (a worker limit at unlimited, the
 	// LiveView escape hatch): they do not make the status degraded, and
-	// are never silent (Warnings).
+	// are never silent (docs/config.md, "Warnings").
 	Warnings []string
-	Version  string
-	Uptime   time.Duration
-	Sandbox  SandboxHealth
-	Devices  map[string]DeviceHealth
-	Flows    map[string]FlowHealth
+
+	Version string
+	Uptime  time.Duration
+	Sandbox SandboxHealth
+	Devices map[string]DeviceHealth
+	Flows   map[string]FlowHealth
 }
 
 // SandboxHealth is the script sandbox's state: the isolation mode
