@@ -47,6 +47,10 @@ type Deps struct {
 	// Audit lists the audit log (GET /api/v1/audit, users_admin).
 	Audit AuditLog
 
+	// Metrics serves GET /api/v1/metrics and counts every answered
+	// request by route pattern and status code (routes_metrics.go).
+	Metrics Metrics
+
 	Auth      Authenticator
 	Tags      Tags
 	Scripts   Scripts
@@ -145,6 +149,7 @@ type APIKeys interface {
 // (gateway.Devices).
 type Devices interface {
 	ListDevices(ctx context.Context) []gateway.DeviceInfo
+	Device(ctx context.Context, name string) (gateway.DeviceInfo, error)
 	DevicePlan(ctx context.Context, name string) ([]gateway.PlannedRequest, error)
 }
 

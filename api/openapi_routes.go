@@ -18,6 +18,7 @@ var openapiOps = map[string]opSpec{
 			TLS *at.TLSInfo `json:"tls,omitempty"`
 		}{}},
 	"GET /api/v1/openapi.json": {summary: "This document", resp: map[string]any{}},
+	"GET /api/v1/metrics":      {summary: "Prometheus metrics, text exposition format (docs/metrics.md)", respMedia: "text/plain; version=0.0.4"},
 
 	"GET /api/v1/tags":        {summary: "List the tags the grant may see", resp: []at.TagInfo{}},
 	"POST /api/v1/tags/read":  {summary: "Read tags' values, qualities and timestamps", req: at.ReadRequest{}, resp: []at.TagValue{}},
@@ -32,7 +33,8 @@ var openapiOps = map[string]opSpec{
 	"GET /api/v1/scripts/{module}/versions":           {summary: "A module's versions", resp: []at.ScriptVersionInfo{}},
 	"GET /api/v1/scripts/{module}/versions/{version}": {summary: "The code of one version", resp: at.ScriptCode{}},
 
-	"GET /api/v1/devices":                                   {summary: "List the devices", resp: []at.DeviceInfo{}},
+	"GET /api/v1/devices":                                   {summary: "List the devices with their request statistics", resp: []at.DeviceInfo{}},
+	"GET /api/v1/devices/{name}":                            {summary: "One device with its request statistics (docs/metrics.md)", resp: at.DeviceInfo{}},
 	"GET /api/v1/devices/{name}/plan":                       {summary: "The requests one scan of a Modbus device sends", resp: []at.PlannedRequest{}},
 	"GET /api/v1/devices/{name}/browse":                     {summary: "Browse an OPC UA server's address space", resp: []at.BrowseNode{}, query: []string{"node: the node to browse below"}},
 	"GET /api/v1/devices/{name}/certs":                      {summary: "An OPC UA device's certificates (trusted, rejected)", resp: []at.DeviceCert{}},

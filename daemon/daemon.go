@@ -52,6 +52,8 @@ type System struct {
 	served    chan error // the API's Serve result
 	stopServe context.CancelFunc
 	serveErr  error // what Serve returned, once stopped
+
+	diag diagnostics // the metrics and the diagnostics listener (diagnostics.go)
 }
 
 // New builds the system from cfg: it opens the store (bounded by
@@ -65,10 +67,14 @@ func New(ctx context.Context, cfg *config.Daemon, log *slog.Logger) (*System, er
 		part{name: "store", start: s.openStore, stop: s.closeStore},
 		part{name: "service", start: s.buildService, stop: func(ctx context.Context) error { s.svc.Close(ctx); return nil }},
 		part{name: "flows", start: s.buildFlows},
+		part{name: "metrics", start: s.buildMetrics},
 		part{name: "api", start: s.buildAPI},
 	)
 	if err != nil {
 		return nil, err
+	}
+	for _, w := range configWarnings(cfg, s.parts.partNames()) {
+		s.svc.Warn(w)
 	}
 	return s, nil
 }
@@ -137,8 +143,7 @@ func (s *System) buildAPI(context.Context) error {
 	}
 	if os.Getenv(auth.EscapeHatchEnv) == "off" {
 		panels.EscapeHatch = true
-		s.log.Warn("escape hatch on: scripts started from LiveView panels run unrestricted; every such run is audited",
-			slog.String("env", auth.EscapeHatchEnv+"=off"))
+		s.svc.Warn("escape hatch on (" + auth.EscapeHatchEnv + "=off): scripts started from LiveView panels run unrestricted; every such run is audited")
 	}
 	c := s.cfg
 	tlsConf, tlsInfo, err := api.TLSConfig(c.HTTP.TLS, c.File, c.DataDir, c.HTTP.Listen, c.ApplianceID, s.log)
@@ -148,6 +153,7 @@ func (s *System) buildAPI(context.Context) error {
 	deps := api.DepsFrom(s.svc, panels)
 	deps.TLS = tlsInfo
 	deps.Flows = s.flows
+	deps.Metrics = s.diag.metrics
 	s.api, err = api.New(api.Config{Addr: c.HTTP.Listen, TLS: tlsConf}, deps, s.log.With("subsystem", "api"))
 	return err
 }
@@ -163,6 +169,7 @@ func (s *System) buildAPI(context.Context) error {
 func (s *System) Run(ctx context.Context) error {
 	parts := []part{
 		{name: "http listener", start: s.listen, stop: s.closeListener},
+		{name: "diagnostics listener", start: s.startDiagnostics, stop: s.stopDiagnostics},
 		{name: "change probe", start: func(ctx context.Context) error { // before the scans: it sees every change
 			probe.Start(ctx, os.Getenv(probe.Env), s.subscribeAll, s.log)
 			return nil
