@@ -89,7 +89,7 @@ func (s *Server) flash(w http.ResponseWriter, r *http.Request, g auth.Grant) err
 }
 
 func wireFirmware(st gateway.FirmwareStatus, history bool) apitypes.FirmwareStatus {
-	out := apitypes.FirmwareStatus{Active: st.Active, Current: st.Current, Trial: st.Trial, BootCount: st.BootCount,
+	out := apitypes.FirmwareStatus{Running: st.Running, Active: st.Active, Current: st.Current, Trial: st.Trial, BootCount: st.BootCount,
 		BootLimit: st.BootLimit, Slots: map[string]apitypes.SlotStatus{}}
 	for k, v := range st.Slots {
 		out.Slots[k] = apitypes.SlotStatus{Version: v.Version, Arch: v.Arch, SchemaVersion: v.SchemaVersion, InstalledAt: v.InstalledAt, Bad: v.Bad}
@@ -113,14 +113,14 @@ func wireFirmware(st gateway.FirmwareStatus, history bool) apitypes.FirmwareStat
 }
 
 // healthFirmware is the "firmware" member of GET /health: the slots
-// without their history, or nil without Deps.Appliance or a readable
-// state.
+// without their history, or nil without Deps.Appliance, a readable state,
+// or a slot the daemon runs from (a development build).
 func (s *Server) healthFirmware(r *http.Request) *apitypes.FirmwareStatus {
 	if s.deps.Appliance == nil {
 		return nil
 	}
 	st, err := s.deps.Appliance.FirmwareStatus(r.Context())
-	if err != nil {
+	if err != nil || st.Running == "" {
 		return nil
 	}
 	out := wireFirmware(st, false)

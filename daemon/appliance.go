@@ -69,7 +69,8 @@ func (s *System) watchdog() *systemd.Watchdog {
 	if maxAge <= 0 {
 		maxAge = 30 * time.Second // no watchdog: the trial's health check still uses the sources
 	}
-	wd := systemd.NewWatchdog(systemd.WatchdogOptions{Interval: iv, MaxAge: maxAge, Logger: s.log.With("subsystem", "watchdog")})
+	wd := systemd.NewWatchdog(systemd.WatchdogOptions{Interval: iv, MaxAge: maxAge, CheckTimeout: min(maxAge/4, 5*time.Second),
+		Logger: s.log.With("subsystem", "watchdog")})
 	wd.ProgressFunc("scan loops", s.scanProgress)
 	scheme, client := "http", &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
 	if s.tlsOn {

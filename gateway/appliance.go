@@ -75,11 +75,13 @@ type FlashResult struct {
 	RestartRequired bool
 }
 
-// FirmwareStatus is the A/B slots' state (slots.json): the active slot and
-// the one `current` points to, whether the active one is on trial with its
+// FirmwareStatus is the A/B slots' state (slots.json): the slot the daemon
+// runs from ("" for a development build outside the slots), the active
+// slot and the one `current` points to, whether the active one is on trial with its
 // start count and limit, each slot's contents, the last result and the
 // results before it (oldest first), and the upload in progress, if any.
 type FirmwareStatus struct {
+	Running   string
 	Active    string
 	Current   string
 	Trial     bool

@@ -19,10 +19,12 @@ type FlashResult struct {
 }
 
 // FirmwareStatus is GET /api/v1/firmware (and the "firmware" member of GET
-// /api/v1/health, without history): the active slot, the one current
+// /api/v1/health, without history, when the daemon runs from a slot): the
+// slot the daemon runs from, the active slot, the one current
 // names, the trial (start count of limit), both slots, the last result,
 // earlier results (oldest first) and an upload being received.
 type FirmwareStatus struct {
+	Running   string                `json:"running_slot,omitempty"`
 	Active    string                `json:"active"`
 	Current   string                `json:"current,omitempty"`
 	Trial     bool                  `json:"trial"`

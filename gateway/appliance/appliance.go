@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,6 +78,14 @@ func New(opts Options) *Appliance {
 		opts.Level = new(slog.LevelVar)
 	}
 	l := opts.Settings.Layout(opts.DataDir)
+	// An upload cut short by a crash or a power cut leaves its spool file
+	// (firmware.Flash removes it otherwise); it is never a pending bundle.
+	if stale, _ := filepath.Glob(filepath.Join(opts.DataDir, firmware.StageDir, ".incoming-*")); len(stale) > 0 {
+		for _, f := range stale {
+			os.Remove(f)
+		}
+		log.Info("removed the spool of a firmware upload cut short", slog.Int("files", len(stale)))
+	}
 	if opts.Slot == "" {
 		if s, err := slots.SlotOfExecutable(l); err == nil {
 			opts.Slot = s
@@ -177,7 +187,7 @@ func (a *Appliance) FirmwareStatus(context.Context) (gateway.FirmwareStatus, err
 		return gateway.FirmwareStatus{}, err
 	}
 	cur, _ := slots.CurrentSlot(a.layout)
-	out := gateway.FirmwareStatus{Active: st.Active, Current: cur, Trial: st.Trial, BootCount: st.BootCount,
+	out := gateway.FirmwareStatus{Running: a.opts.Slot, Active: st.Active, Current: cur, Trial: st.Trial, BootCount: st.BootCount,
 		BootLimit: st.BootLimit, Slots: map[string]gateway.SlotStatus{}}
 	for _, s := range []string{slots.A, slots.B} {
 		i := st.Slots[s]
