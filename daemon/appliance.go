@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"time"
 
 	"qubiq.dev/edge/gateway"
 	"qubiq.dev/edge/gateway/appliance"
 	"qubiq.dev/edge/slots"
+	"qubiq.dev/edge/store"
 	"qubiq.dev/edge/systemd"
 	"qubiq.dev/edge/tagengine"
 )
@@ -56,9 +58,32 @@ func (s *System) buildAppliance(context.Context) error {
 }
 
 // explainStore turns a store the running firmware's schema does not know
-// into the slot agent's explanation of what to do.
+// into the slot agent's explanation of what to do (slots.SchemaError),
+// also for a daemon whose slot manifest names no schema or that runs
+// outside the slots: it knows store.SchemaVersion.
 func (s *System) explainStore(err error) error {
-	return slots.ExplainStoreError(s.settings.Layout(s.cfg.DataDir), err)
+	if !errors.Is(err, store.ErrSchemaTooNew) {
+		return err
+	}
+	l := s.settings.Layout(s.cfg.DataDir)
+	if e := slots.ExplainStoreError(l, err); e != err {
+		return e
+	}
+	v, verr := store.FileSchemaVersion(l.StorePath(), time.Second)
+	if verr != nil {
+		return err
+	}
+	slot, serr := slots.SlotOfExecutable(l)
+	if serr != nil {
+		slot = "none"
+	}
+	se := &slots.SchemaError{Slot: slot, Version: Version, Store: v, Knows: store.SchemaVersion}
+	for _, x := range []string{slots.A, slots.B} {
+		if _, serr := os.Stat(l.SnapshotPath(x)); serr == nil {
+			se.Snapshot = l.SnapshotPath(x)
+		}
+	}
+	return fmt.Errorf("%w (%w)", se, err)
 }
 
 // watchdog builds the systemd watchdog over the scan loops' progress and

@@ -493,3 +493,36 @@ func (d *daemon) waitAudit(token string, want ...string) {
 	}
 	d.t.Fatalf("the audit log never held %q: %s", want, body)
 }
+
+// TestAppliance_NewerSchemaRefused: a qubiqd that finds a store written by
+// a newer schema refuses to start, and the message says what to do.
+func TestAppliance_NewerSchemaRefused(t *testing.T) {
+	d := newDaemon(t, "tags: []\n")
+	d.start()
+	d.stop()
+	path := filepath.Join(d.dir, "data", "qubiq.db")
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte("meta")).Put([]byte("schema_version"), binary.BigEndian.AppendUint64(nil, 99))
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(bins(t), "qubiqd"), "--config", d.cfg)
+	cmd.Env = append(os.Environ(), d.env...)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("qubiqd on a newer schema: %v\n%s", err, out)
+	}
+	for _, want := range []string{"store schema version 99 is newer than this firmware knows", "flash firmware that knows schema 99 again",
+		"restore a backup made on this version into a fresh data directory"} {
+		if !bytes.Contains(out, []byte(want)) {
+			t.Errorf("the refusal does not say %q:\n%s", want, out)
+		}
+	}
+}
