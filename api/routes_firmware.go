@@ -167,7 +167,12 @@ type wroteWriter struct {
 	wrote bool
 }
 
+// Write passes p on; an empty p is not passed (it would send the 200
+// header before the backup has produced a byte).
 func (w *wroteWriter) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
 	w.wrote = true
 	return w.w.Write(p)
 }
