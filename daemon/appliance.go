@@ -45,7 +45,7 @@ func (s *System) buildAppliance(context.Context) error {
 	s.restart = make(chan string, 1)
 	s.appliance = appliance.New(appliance.Options{
 		Settings: s.settings, DataDir: s.cfg.DataDir, ApplianceID: s.cfg.ApplianceID, Version: Version,
-		ProjectFile: s.cfg.Project, Store: s.db, Audit: s.svc, Level: s.level,
+		ProjectFile: s.cfg.Project, Project: s.svc.Project, Store: s.db, Audit: s.svc, Level: s.level,
 		Log: s.log.With("subsystem", "appliance"),
 		Restart: func(reason string) {
 			select {

@@ -14,6 +14,7 @@ import (
 
 	"qubiq.dev/edge/auth"
 	"qubiq.dev/edge/backup"
+	"qubiq.dev/edge/config"
 	"qubiq.dev/edge/firmware"
 	"qubiq.dev/edge/gateway"
 	"qubiq.dev/edge/slots"
@@ -28,8 +29,12 @@ type Options struct {
 	// Version is the running daemon's version (recorded in backups).
 	Version string
 	// ProjectFile is the daemon config's project file ("" for none): a
-	// backup carries it.
+	// backup carries it, with the script files it names that lie beside
+	// or below it.
 	ProjectFile string
+	// Project returns the running project (its scripts' files); nil: the
+	// project file alone.
+	Project func() *config.Project
 	// Store is the running store; a backup snapshots it in one read
 	// transaction (*store.DB).
 	Store backup.Store

@@ -317,3 +317,23 @@ func TestParseSettings(t *testing.T) {
 		}
 	}
 }
+
+// A backup carries the project file and the script files it names beside
+// or below it; one elsewhere is left to the store (which holds its code).
+func TestProjectFiles(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "scripts"), 0o755)
+	for _, f := range []string{"project.yaml", "scripts/a.py", "b.py"} {
+		os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o644)
+	}
+	outside := filepath.Join(t.TempDir(), "c.py")
+	os.WriteFile(outside, []byte("x"), 0o644)
+	p := &config.Project{File: filepath.Join(dir, "project.yaml"), Scripts: []config.ScriptConfig{
+		{Module: "a", File: "scripts/a.py"}, {Module: "b", File: "b.py"}, {Module: "b2", File: "b.py"},
+		{Module: "c", File: outside}, {Module: "d", File: "missing.py"}, {Module: "e"}}}
+	a := New(Options{ProjectFile: p.File, Project: func() *config.Project { return p }})
+	got := strings.Join(a.projectFiles(), " ")
+	if want := "project.yaml " + filepath.Join("scripts", "a.py") + " b.py"; got != want {
+		t.Fatalf("project files %q, want %q", got, want)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"qubiq.dev/edge/auth"
 	"qubiq.dev/edge/backup"
@@ -32,7 +33,7 @@ func (a *Appliance) Backup(ctx context.Context, g auth.Grant, w io.Writer) error
 	}
 	opts := backup.WriteOptions{Store: a.opts.Store, DataDir: a.opts.DataDir, ApplianceID: a.opts.ApplianceID, Version: a.opts.Version}
 	if a.opts.ProjectFile != "" {
-		opts.ProjectDir, opts.ProjectFiles = filepath.Dir(a.opts.ProjectFile), []string{filepath.Base(a.opts.ProjectFile)}
+		opts.ProjectDir, opts.ProjectFiles = filepath.Dir(a.opts.ProjectFile), a.projectFiles()
 	}
 	m, err := backup.Write(ctx, w, opts)
 	ev := gateway.AuditEvent{Action: "appliance.backup", Target: a.opts.ApplianceID, Result: "ok"}
@@ -49,6 +50,37 @@ func (a *Appliance) Backup(ctx context.Context, g auth.Grant, w io.Writer) error
 	}
 	a.log.Info("backup written", slog.Int("entries", len(m.Entries)))
 	return nil
+}
+
+// projectFiles are the project file and the script files it names that lie
+// beside or below it, relative to its directory (the store holds every
+// script's code in any case).
+func (a *Appliance) projectFiles() []string {
+	dir := filepath.Dir(a.opts.ProjectFile)
+	files := []string{filepath.Base(a.opts.ProjectFile)}
+	if a.opts.Project == nil {
+		return files
+	}
+	p := a.opts.Project()
+	if p == nil || p.File == "" {
+		return files
+	}
+	seen := map[string]bool{files[0]: true}
+	for _, sc := range p.Scripts {
+		if sc.File == "" {
+			continue
+		}
+		rel, err := filepath.Rel(dir, p.ScriptFile(sc))
+		if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || seen[rel] {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(dir, rel)); err != nil {
+			continue
+		}
+		seen[rel] = true
+		files = append(files, rel)
+	}
+	return files
 }
 
 // StageRestore implements gateway.Appliance (backup.StagePending, then a
