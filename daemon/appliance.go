@@ -27,6 +27,7 @@ const exitRestart = 75
 // RestartExitCode is the status qubiqd exits with.
 type restartError struct{ reason string }
 
+// Error names the reason of the restart.
 func (e *restartError) Error() string { return "restart requested: " + e.reason }
 
 // RestartExitCode is exitRestart: cmd/qubiqd exits with it.
@@ -151,6 +152,9 @@ func (s *System) statusLine() string {
 	if slot == "" {
 		slot = "none"
 	}
+	if st, err := slots.Load(s.appliance.Layout()); err == nil && st.Trial && st.Active == slot {
+		slot += fmt.Sprintf(" on trial (start %d of %d)", st.BootCount, st.BootLimit)
+	}
 	h := s.svc.Health(context.Background())
 	return fmt.Sprintf("%s: %d tags, %d devices, API on %s, slot %s, version %s", h.Status, s.svc.TagCount(), len(h.Devices),
 		s.ln.Addr(), slot, Version)
@@ -159,7 +163,7 @@ func (s *System) statusLine() string {
 // runTrial confirms the slot the daemon runs from when it is on trial,
 // after firmware.confirm_after of health (slots.RunTrial): the health
 // report "ok" and every watchdog source making progress. It sends the
-// trial's failure on failed; nil results are not sent.
+// trial's failure on failed; after a confirmation STATUS= is refreshed.
 func (s *System) runTrial(ctx context.Context, wd *systemd.Watchdog, failed chan<- error) {
 	if s.appliance.Slot() == "" {
 		return
@@ -174,7 +178,10 @@ func (s *System) runTrial(ctx context.Context, wd *systemd.Watchdog, failed chan
 			return wd.Healthy(ctx)
 		},
 	})
-	if err != nil && !errors.Is(err, context.Canceled) {
+	switch {
+	case err != nil && !errors.Is(err, context.Canceled):
 		failed <- err
+	case ctx.Err() == nil:
+		systemd.Status(s.statusLine()) // a confirmed trial is no longer "on trial"
 	}
 }

@@ -54,6 +54,7 @@ type Refusal struct {
 	Err  error
 }
 
+// Error is the underlying error's text.
 func (r *Refusal) Error() string { return r.Err.Error() }
 
 // Unwrap returns the underlying error.

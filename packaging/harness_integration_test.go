@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -58,6 +59,8 @@ type harness struct {
 	// turn, and the loop goes on as a reboot would.
 	agentKills  []time.Duration
 	agentKilled int
+	// notes are the datagrams the daemons sent to NOTIFY_SOCKET, in order.
+	notes []string
 }
 
 const startLimit = 20
@@ -82,7 +85,25 @@ func newHarness(t *testing.T) *harness {
 		h.data, port, h.root, h.root, h.keys)), 0o644)
 	h.agent = filepath.Join(dir, "qubiq-slot")
 	gobuild(t, h.agent, "./cmd/qubiq-slot")
-	h.env = append(os.Environ(), "QUBIQ_SLOTS_ROOT="+h.root, "QUBIQ_TRUSTED_KEYS="+h.keys,
+	sock := filepath.Join(dir, "n")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	go func() {
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := conn.Read(buf)
+			if err != nil {
+				return
+			}
+			h.mu.Lock()
+			h.notes = append(h.notes, string(buf[:n]))
+			h.mu.Unlock()
+		}
+	}()
+	h.env = append(os.Environ(), "NOTIFY_SOCKET="+sock, "QUBIQ_SLOTS_ROOT="+h.root, "QUBIQ_TRUSTED_KEYS="+h.keys,
 		"QUBIQ_CONFIRM_AFTER=300ms", "QUBIQ_TRIAL_TIMEOUT=1500ms", "PYTHON_PATH="+h.root+"/current/python/bin/python3")
 	return h
 }
@@ -368,6 +389,17 @@ func TestHarness_FlashConfirmRefuseRollback(t *testing.T) {
 	if v := h.healthVersion(); v != "1.1.0" {
 		t.Fatalf("running %q after the flash", v)
 	}
+	// systemd heard of it: READY=1 with the trial in STATUS=, the restart's
+	// reason, and STATUS= refreshed once confirmed.
+	h.until("STATUS= after the confirmation", func() bool {
+		return h.noted("STATUS=ok: 0 tags, 0 devices, API on ", ", slot b, version 1.1.0")
+	})
+	for _, want := range [][]string{{"READY=1\nSTATUS=ok: 0 tags", "slot b on trial (start 1 of 3), version 1.1.0"},
+		{"STOPPING=1\nSTATUS=firmware 1.1.0 staged for slot b; restarting to install it"}} {
+		if !h.noted(want...) {
+			t.Errorf("no datagram with %q among %q", want, h.notes)
+		}
+	}
 
 	// Refused bundles: nothing written, the daemon goes on.
 	otherPriv, _, _ := firmware.Keygen("stranger", nil)
@@ -434,6 +466,22 @@ func TestHarness_FlashConfirmRefuseRollback(t *testing.T) {
 		t.Fatalf("store schema after rollback: %d %v", v, err)
 	}
 	t.Logf("%d starts in all", h.starts)
+}
+
+// noted reports whether a datagram to NOTIFY_SOCKET holds every part.
+func (h *harness) noted(parts ...string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, n := range h.notes {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(n, p)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }
 
 // get GETs path with the bootstrap token and returns the body.

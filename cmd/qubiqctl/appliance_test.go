@@ -106,3 +106,12 @@ func TestRun_BackupRestoreLogLevel(t *testing.T) {
 		t.Fatalf("log-level debug: %d %q %q", code, out, d.last(t).body)
 	}
 }
+
+func TestRun_Status_JSONHasTheSlots(t *testing.T) {
+	clearEnv(t)
+	d := newFakeDaemon(t, map[string]answer{"GET /api/v1/health": {200, firmwareHealth}})
+	code, out, errOut := runCLI("--url", d.srv.URL, "--json", "status")
+	if code != 0 || !strings.Contains(out, `"running_slot": "b"`) || !strings.Contains(out, `"boot_limit": 3`) {
+		t.Fatalf("exit %d: %s %s", code, out, errOut)
+	}
+}

@@ -66,7 +66,12 @@ func cmdStatus(ctx context.Context, c *cli, _ *opts, args []string) error {
 		return err
 	}
 	if c.g.json {
-		err = c.printJSON(h)
+		// The whole answer, with the members apitypes.Health leaves out
+		// (tls, firmware).
+		var raw json.RawMessage
+		if err = c.do(ctx, "GET", "/api/v1/health", nil, &raw, 503); err == nil {
+			err = c.printJSON(raw)
+		}
 	} else if err = printHealth(c.stdout, h); err == nil {
 		if err = c.printTLS(ctx); err == nil {
 			err = c.printFirmware(ctx)
