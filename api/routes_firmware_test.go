@@ -38,7 +38,9 @@ func (f *fakeAppliance) Flash(_ context.Context, _ auth.Grant, body io.Reader, f
 	return gateway.FlashResult{Version: "1.1.0", Arch: "amd64", Key: "release", Slot: "b", Size: int64(len(b)), RestartRequired: true}, nil
 }
 
-func (f *fakeAppliance) FirmwareStatus(context.Context) (gateway.FirmwareStatus, error) { return f.status, nil }
+func (f *fakeAppliance) FirmwareStatus(context.Context) (gateway.FirmwareStatus, error) {
+	return f.status, nil
+}
 
 func (f *fakeAppliance) Backup(_ context.Context, _ auth.Grant, w io.Writer) error {
 	if _, err := io.WriteString(w, f.backup); err != nil {
@@ -109,8 +111,8 @@ func TestFirmwareRoutes_Refusals(t *testing.T) {
 func TestFirmwareRoutes_StatusAndHealth(t *testing.T) {
 	when := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	st := gateway.FirmwareStatus{Running: "b", Active: "b", Current: "b", Trial: true, BootCount: 1, BootLimit: 3,
-		Slots: map[string]gateway.SlotStatus{"a": {Version: "1.0.0"}, "b": {Version: "1.1.0"}},
-		Last:  &gateway.SlotResult{Time: when, Action: "install", Slot: "b", Version: "1.1.0", OK: true, Message: "installed"},
+		Slots:   map[string]gateway.SlotStatus{"a": {Version: "1.0.0"}, "b": {Version: "1.1.0"}},
+		Last:    &gateway.SlotResult{Time: when, Action: "install", Slot: "b", Version: "1.1.0", OK: true, Message: "installed"},
 		History: []gateway.SlotResult{{Time: when, Action: "flash", OK: true}, {Time: when, Action: "install", OK: true}}}
 	e := applianceEnv(t, &fakeAppliance{status: st})
 	rec := e.do(t, "GET", "/api/v1/firmware", tokFull, "")
