@@ -44,6 +44,15 @@ var refusalStatus = map[string]int{
 	"hash": http.StatusUnprocessableEntity, "format": http.StatusUnprocessableEntity,
 	"arch": http.StatusConflict, "downgrade": http.StatusConflict, "upgrade_path": http.StatusConflict,
 	"busy": http.StatusConflict, "no_slots": http.StatusConflict, "too_large": http.StatusRequestEntityTooLarge,
+	"passphrase": http.StatusUnprocessableEntity,
+}
+
+// passphrase is the request's apitypes.PassphraseHeader.
+func passphrase(r *http.Request) []byte {
+	if v := r.Header.Get(apitypes.PassphraseHeader); v != "" {
+		return []byte(v)
+	}
+	return nil
 }
 
 func (s *Server) applianceDep(r *http.Request) (gateway.Appliance, error) {
@@ -152,7 +161,7 @@ func (s *Server) backup(w http.ResponseWriter, r *http.Request, g auth.Grant) er
 	w.Header().Set("Content-Disposition", `attachment; filename="qubiq-backup.qbk"`)
 	w.Header().Set("Cache-Control", "no-store")
 	ww := &wroteWriter{w: w}
-	if err := ap.Backup(r.Context(), g, ww); err != nil {
+	if err := ap.Backup(r.Context(), g, ww, gateway.BackupRequest{Passphrase: passphrase(r)}); err != nil {
 		if !ww.wrote {
 			return err
 		}
@@ -186,7 +195,7 @@ func (s *Server) restore(w http.ResponseWriter, r *http.Request, g auth.Grant) e
 	if err != nil {
 		return err
 	}
-	res, err := ap.StageRestore(r.Context(), g, r.Body, keep)
+	res, err := ap.StageRestore(r.Context(), g, r.Body, gateway.RestoreRequest{KeepCredentials: keep, Passphrase: passphrase(r)})
 	if err != nil {
 		return wireRefusal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +28,7 @@ type fakeAppliance struct {
 	backup    string
 	backupErr error
 	level     string
+	pass      string
 }
 
 func (f *fakeAppliance) Flash(_ context.Context, _ auth.Grant, body io.Reader, force bool) (gateway.FlashResult, error) {
@@ -42,16 +44,17 @@ func (f *fakeAppliance) FirmwareStatus(context.Context) (gateway.FirmwareStatus,
 	return f.status, nil
 }
 
-func (f *fakeAppliance) Backup(_ context.Context, _ auth.Grant, w io.Writer) error {
+func (f *fakeAppliance) Backup(_ context.Context, _ auth.Grant, w io.Writer, req gateway.BackupRequest) error {
+	f.pass = string(req.Passphrase)
 	if _, err := io.WriteString(w, f.backup); err != nil {
 		return err
 	}
 	return f.backupErr
 }
 
-func (f *fakeAppliance) StageRestore(_ context.Context, _ auth.Grant, body io.Reader, keep bool) (gateway.RestoreStaged, error) {
+func (f *fakeAppliance) StageRestore(_ context.Context, _ auth.Grant, body io.Reader, req gateway.RestoreRequest) (gateway.RestoreStaged, error) {
 	b, _ := io.ReadAll(body)
-	f.body, f.keep = string(b), keep
+	f.body, f.keep, f.pass = string(b), req.KeepCredentials, string(req.Passphrase)
 	return gateway.RestoreStaged{ApplianceID: "old-01", Entries: 3, RestartRequired: true}, nil
 }
 
@@ -90,7 +93,7 @@ func TestFirmwareRoutes_Flash(t *testing.T) {
 // A refused bundle is a problem whose kind is the rule and whose status
 // says whose fault it is.
 func TestFirmwareRoutes_Refusals(t *testing.T) {
-	for kind, status := range map[string]int{"unknown_key": 422, "signature": 422, "hash": 422, "format": 422,
+	for kind, status := range map[string]int{"passphrase": 422, "unknown_key": 422, "signature": 422, "hash": 422, "format": 422,
 		"arch": 409, "downgrade": 409, "upgrade_path": 409, "busy": 409, "no_slots": 409, "too_large": 413} {
 		f := &fakeAppliance{flashErr: &gateway.Refusal{Kind: kind, Err: errors.New("the bundle broke " + kind)}}
 		rec := applianceEnv(t, f).do(t, "POST", "/api/v1/firmware", tokFull, "X")
@@ -163,8 +166,26 @@ func TestFirmwareRoutes_BackupRestore(t *testing.T) {
 
 	rec = e.do(t, "POST", "/api/v1/restore?keep_credentials=true", tokFull, "QBK")
 	var rs apitypes.RestoreStaged
-	if rec.Code != 200 || json.Unmarshal(rec.Body.Bytes(), &rs) != nil || rs.ApplianceID != "old-01" || f.body != "QBK" || !f.keep {
-		t.Fatalf("restore: %d %s (keep %v)", rec.Code, rec.Body, f.keep)
+	if rec.Code != 200 || json.Unmarshal(rec.Body.Bytes(), &rs) != nil || rs.ApplianceID != "old-01" || f.body != "QBK" || !f.keep || f.pass != "" {
+		t.Fatalf("restore: %d %s (keep %v, passphrase %q)", rec.Code, rec.Body, f.keep, f.pass)
+	}
+	// The passphrase travels in its header, both ways.
+	req := httptest.NewRequest("POST", "/api/v1/restore", strings.NewReader("QBK"))
+	req.Header.Set("Authorization", "Bearer "+tokFull)
+	req.Header.Set(apitypes.PassphraseHeader, "correct horse")
+	r2 := httptest.NewRecorder()
+	e.srv.Handler().ServeHTTP(r2, req)
+	if r2.Code != 200 || f.pass != "correct horse" || f.keep {
+		t.Fatalf("restore with a passphrase: %d (passphrase %q)", r2.Code, f.pass)
+	}
+	f.backup, f.backupErr = "B", nil
+	req = httptest.NewRequest("POST", "/api/v1/backup", nil)
+	req.Header.Set("Authorization", "Bearer "+tokFull)
+	req.Header.Set(apitypes.PassphraseHeader, "s3cret")
+	r2 = httptest.NewRecorder()
+	e.srv.Handler().ServeHTTP(r2, req)
+	if r2.Code != 200 || f.pass != "s3cret" {
+		t.Fatalf("backup with a passphrase: %d (passphrase %q)", r2.Code, f.pass)
 	}
 }
 

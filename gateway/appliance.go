@@ -27,16 +27,17 @@ type Appliance interface {
 	// trial, the last result and an upload in progress.
 	FirmwareStatus(ctx context.Context) (FirmwareStatus, error)
 	// Backup streams a backup (a read-transaction snapshot of the store,
-	// the project, files, trusted certificates, the secrets key; every
-	// entry hashed) to w. An error after the first byte leaves w with a
-	// truncated backup, which a restore refuses.
-	Backup(ctx context.Context, g auth.Grant, w io.Writer) error
-	// StageRestore checks the backup read from body (every hash) and
-	// stages it; the daemon then exits for systemd to restart it, and
-	// the next start restores it into its data directory before the
-	// store opens. keepCredentials carries the old appliance's API keys
-	// and sessions. A refused backup is a *Refusal.
-	StageRestore(ctx context.Context, g auth.Grant, body io.Reader, keepCredentials bool) (RestoreStaged, error)
+	// the project, files, trusted certificates, the secrets key, sealed
+	// with req.Passphrase when given; every entry hashed) to w. An error
+	// after the first byte leaves w with a truncated backup, which a
+	// restore refuses.
+	Backup(ctx context.Context, g auth.Grant, w io.Writer, req BackupRequest) error
+	// StageRestore checks the backup read from body (every hash, and that
+	// req.Passphrase opens sealed secrets) and stages it; the daemon then
+	// exits for systemd to restart it, and the next start restores it
+	// into its data directory before the store opens. A refused backup is
+	// a *Refusal ("format", "hash", "signature", "passphrase", "busy").
+	StageRestore(ctx context.Context, g auth.Grant, body io.Reader, req RestoreRequest) (RestoreStaged, error)
 	// LogLevel is the daemon's log level now ("DEBUG", "INFO", "WARN",
 	// "ERROR", or slog's offsets such as "INFO+2").
 	LogLevel() string
@@ -120,6 +121,21 @@ type SlotResult struct {
 type UploadProgress struct {
 	Received int64
 	Started  time.Time
+}
+
+// BackupRequest asks for a backup: Passphrase, when set, seals the
+// secrets key in it (argon2id, AES-256-GCM); without one the key is kept
+// as is and the backup must be guarded like the data directory.
+type BackupRequest struct {
+	Passphrase []byte
+}
+
+// RestoreRequest asks for a restore: KeepCredentials carries the old
+// appliance's API keys and sessions (dropped by default; users and their
+// passwords stay); Passphrase opens the secrets of a sealed backup.
+type RestoreRequest struct {
+	KeepCredentials bool
+	Passphrase      []byte
 }
 
 // RestoreStaged describes a staged restore: the backup's appliance, the

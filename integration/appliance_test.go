@@ -363,11 +363,20 @@ tags:
 	}
 	a.waitAudit(a.token, `"action":"appliance.backup"`)
 
-	// Another fresh appliance, without the old credentials.
+	// Another fresh appliance, without the old credentials, from a backup
+	// whose secrets key is sealed with a passphrase.
+	pass := filepath.Join(t.TempDir(), "pass")
+	os.WriteFile(pass, []byte("correct horse\n"), 0o600)
+	sealed := filepath.Join(t.TempDir(), "sealed.qbk")
+	a.qubiqctl(a.token, "backup", "-o", sealed, "--passphrase-file", pass)
 	c := freshDaemon(t)
 	c.start()
 	fresh := c.token
-	c.qubiqctl(c.token, "restore", file)
+	cmd := exec.Command(filepath.Join(bins(t), "qubiqctl"), "--url", c.url, "--api-key", fresh, "restore", sealed)
+	if out, err := cmd.CombinedOutput(); err == nil || !bytes.Contains(out, []byte("passphrase")) {
+		t.Fatalf("a sealed backup restored without its passphrase: %v %s", err, out)
+	}
+	c.qubiqctl(c.token, "restore", sealed, "--passphrase-file", pass)
 	c.awaitExit(75)
 	c.start()
 	if st, _ := c.call("GET", "/api/v1/vars/w0", a.token, nil, nil); st != 401 {

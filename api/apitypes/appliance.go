@@ -2,6 +2,11 @@ package apitypes
 
 import "time"
 
+// PassphraseHeader carries the passphrase that seals a backup's secrets
+// key (POST /api/v1/backup) or opens it (POST /api/v1/restore): a header,
+// never a query parameter, which proxies and access logs keep.
+const PassphraseHeader = "Qubiq-Backup-Passphrase"
+
 // FlashResult is the answer of POST /api/v1/firmware: the bundle accepted
 // (version, arch, the key that signed it, the slot it goes into, its size
 // in bytes and SHA-256, whether a downgrade was forced, the version it

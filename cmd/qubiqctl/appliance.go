@@ -29,18 +29,22 @@ func init() {
 		flags: func(fs *flag.FlagSet, o *opts) {
 			fs.BoolVar(&o.force, "force", false, "allow a downgrade (never another architecture)")
 		}, run: cmdFlash, defaultTimeout: uploadTimeout}
-	commands["backup"] = command{name: "backup", args: "-o FILE",
+	commands["backup"] = command{name: "backup", args: "-o FILE [--passphrase-file FILE]",
 		help: "Write a backup of the running appliance (store snapshot, project, files, trusted certificates, secrets key; every entry hashed) to FILE (- for stdout).",
+		long: "Without --passphrase-file the connection secrets' key is in the backup as is: keep the file as carefully as " +
+			"the appliance itself. With it, the key is sealed with the passphrase (argon2id, AES-256-GCM), and the restore needs it.",
 		flags: func(fs *flag.FlagSet, o *opts) {
 			fs.StringVar(&o.output, "o", "", "the backup `file` to write (- for stdout)")
+			fs.StringVar(&o.passwordFile, "passphrase-file", "", "seal the secrets key with the passphrase in `FILE` (- for stdin)")
 		}, run: cmdBackup, defaultTimeout: uploadTimeout}
-	commands["restore"] = command{name: "restore", args: "FILE [--keep-credentials]",
+	commands["restore"] = command{name: "restore", args: "FILE [--keep-credentials] [--passphrase-file FILE]",
 		help: "Restore a backup into this (fresh) appliance: the daemon checks it, restarts and restores it before its store opens.",
 		long: "Connection secrets are sealed again under this appliance's key. The old appliance's API keys and sessions are " +
 			"dropped unless --keep-credentials; users and their passwords stay. The store the appliance had is kept beside " +
 			"the restored one (qubiq.db.before-restore-TIME).",
 		flags: func(fs *flag.FlagSet, o *opts) {
 			fs.BoolVar(&o.keepCredentials, "keep-credentials", false, "carry the old appliance's API keys and sessions")
+			fs.StringVar(&o.passwordFile, "passphrase-file", "", "the passphrase that sealed the backup's secrets, in `FILE` (- for stdin)")
 		}, run: cmdRestore, defaultTimeout: uploadTimeout}
 	commands["log-level"] = command{name: "log-level", args: "[debug|info|warn|error]",
 		help: "Show the daemon's log level, or change it at run time (until the next start).", run: cmdLogLevel}
@@ -51,10 +55,13 @@ const uploadTimeout = time.Hour
 
 // send does one request with a raw body and returns the answer when it is
 // 2xx; else the problem it carries, as an error.
-func (c *cli) send(ctx context.Context, method, path, contentType string, body io.Reader, size int64) (*http.Response, error) {
+func (c *cli) send(ctx context.Context, method, path, contentType string, body io.Reader, size int64, pass string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(c.g.url, "/")+path, body)
 	if err != nil {
 		return nil, err
+	}
+	if pass != "" {
+		req.Header.Set(apitypes.PassphraseHeader, pass)
 	}
 	if body != nil {
 		req.ContentLength = size
@@ -99,7 +106,7 @@ func (p *progress) Read(b []byte) (int, error) {
 }
 
 // upload posts FILE's bytes to path with progress.
-func (c *cli) upload(ctx context.Context, path, file, what string) (*http.Response, error) {
+func (c *cli) upload(ctx context.Context, path, file, what, pass string) (*http.Response, error) {
 	f, err := os.Open(file)
 	if err != nil {
 		return nil, err
@@ -113,7 +120,7 @@ func (c *cli) upload(ctx context.Context, path, file, what string) (*http.Respon
 	if !c.g.json {
 		p.w = c.stderr
 	}
-	return c.send(ctx, http.MethodPost, path, "application/octet-stream", p, fi.Size())
+	return c.send(ctx, http.MethodPost, path, "application/octet-stream", p, fi.Size(), pass)
 }
 
 func decodeAnswer(resp *http.Response, out any) error {
@@ -136,7 +143,7 @@ func cmdFlash(ctx context.Context, c *cli, o *opts, args []string) error {
 	if o.force {
 		path += "?force=true"
 	}
-	resp, err := c.upload(ctx, path, args[0], "flash "+filepath.Base(args[0]))
+	resp, err := c.upload(ctx, path, args[0], "flash "+filepath.Base(args[0]), "")
 	if err != nil {
 		return err
 	}
@@ -164,7 +171,11 @@ func cmdBackup(ctx context.Context, c *cli, o *opts, args []string) error {
 	if o.output == "" {
 		return usagef("backup: -o FILE is required (- for stdout)")
 	}
-	resp, err := c.send(ctx, http.MethodPost, "/api/v1/backup", "", nil, 0)
+	pass, err := readPassphrase(o)
+	if err != nil {
+		return err
+	}
+	resp, err := c.send(ctx, http.MethodPost, "/api/v1/backup", "", nil, 0, pass)
 	if err != nil {
 		return err
 	}
@@ -215,7 +226,11 @@ func cmdRestore(ctx context.Context, c *cli, o *opts, args []string) error {
 	if len(q) > 0 {
 		path += "?" + q.Encode()
 	}
-	resp, err := c.upload(ctx, path, args[0], "restore "+filepath.Base(args[0]))
+	pass, err := readPassphrase(o)
+	if err != nil {
+		return err
+	}
+	resp, err := c.upload(ctx, path, args[0], "restore "+filepath.Base(args[0]), pass)
 	if err != nil {
 		return err
 	}
@@ -232,6 +247,22 @@ func cmdRestore(ctx context.Context, c *cli, o *opts, args []string) error {
 		fmt.Fprintln(c.stdout, "the old appliance's API keys and sessions are not carried: log in with a user of the backup")
 	}
 	return nil
+}
+
+// readPassphrase reads --passphrase-file ("" without one).
+func readPassphrase(o *opts) (string, error) {
+	if o.passwordFile == "" {
+		return "", nil
+	}
+	b, err := readInput(o.passwordFile)
+	if err != nil {
+		return "", err
+	}
+	p := strings.TrimRight(string(b), "\r\n")
+	if p == "" {
+		return "", fmt.Errorf("passphrase file %s is empty", o.passwordFile)
+	}
+	return p, nil
 }
 
 func cmdLogLevel(ctx context.Context, c *cli, _ *opts, args []string) error {

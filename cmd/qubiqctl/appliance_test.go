@@ -115,3 +115,30 @@ func TestRun_Status_JSONHasTheSlots(t *testing.T) {
 		t.Fatalf("exit %d: %s %s", code, out, errOut)
 	}
 }
+
+func TestRun_BackupRestore_Passphrase(t *testing.T) {
+	clearEnv(t)
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.URL.Path+" "+r.Header.Get("Qubiq-Backup-Passphrase"))
+		if r.URL.Path == "/api/v1/backup" {
+			w.Write([]byte("QBK"))
+			return
+		}
+		w.Write([]byte(`{"appliance_id":"a","version":"1","created":"2026-01-02T03:04:05Z","entries":1,"restart_required":true}`))
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	pass := filepath.Join(dir, "pass")
+	os.WriteFile(pass, []byte("correct horse\n"), 0o600)
+	file := filepath.Join(dir, "b.qbk")
+	if code, _, errOut := runCLI("--url", srv.URL, "backup", "-o", file, "--passphrase-file", pass); code != 0 {
+		t.Fatalf("backup: %d %s", code, errOut)
+	}
+	if code, _, errOut := runCLI("--url", srv.URL, "restore", file, "--passphrase-file", pass); code != 0 {
+		t.Fatalf("restore: %d %s", code, errOut)
+	}
+	if strings.Join(got, "|") != "/api/v1/backup correct horse|/api/v1/restore correct horse" {
+		t.Fatalf("the daemon got %q", got)
+	}
+}

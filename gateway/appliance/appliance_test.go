@@ -1,9 +1,12 @@
 package appliance
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -236,7 +239,7 @@ func TestBackupStageAndApplyRestore(t *testing.T) {
 	}
 	f.app.opts.Store = db
 	var bk bytes.Buffer
-	if err := f.app.Backup(context.Background(), grant(), &bk); err != nil {
+	if err := f.app.Backup(context.Background(), grant(), &bk, gateway.BackupRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	if ev := f.audit.last(t); ev.Action != "appliance.backup" || ev.Result != "ok" {
@@ -248,13 +251,13 @@ func TestBackupStageAndApplyRestore(t *testing.T) {
 	app := New(Options{Settings: f.app.opts.Settings, DataDir: other, Audit: f.audit, Slot: "a", Restart: func(r string) { restarts = append(restarts, r) }})
 	broken := bytes.Clone(bk.Bytes())
 	broken[len(broken)/2] ^= 0xff
-	if _, err := app.StageRestore(context.Background(), grant(), bytes.NewReader(broken), false); err == nil {
+	if _, err := app.StageRestore(context.Background(), grant(), bytes.NewReader(broken), gateway.RestoreRequest{}); err == nil {
 		t.Fatal("a damaged backup was staged")
 	}
 	if _, err := os.Stat(filepath.Join(other, backup.PendingDir, backup.PendingFile)); err == nil {
 		t.Fatal("a damaged backup left a pending file")
 	}
-	staged, err := app.StageRestore(context.Background(), grant(), bytes.NewReader(bk.Bytes()), true)
+	staged, err := app.StageRestore(context.Background(), grant(), bytes.NewReader(bk.Bytes()), gateway.RestoreRequest{KeepCredentials: true})
 	if err != nil || staged.ApplianceID != "t-01" || !staged.RestartRequired || len(restarts) != 1 {
 		t.Fatalf("stage: %+v %v %q", staged, err, restarts)
 	}
@@ -335,5 +338,67 @@ func TestProjectFiles(t *testing.T) {
 	got := strings.Join(a.projectFiles(), " ")
 	if want := "project.yaml " + filepath.Join("scripts", "a.py") + " b.py"; got != want {
 		t.Fatalf("project files %q, want %q", got, want)
+	}
+}
+
+// A backup sealed with a passphrase is staged only with that passphrase,
+// and the next start restores its secrets with it.
+func TestBackupWithAPassphrase(t *testing.T) {
+	f := newFixture(t)
+	os.WriteFile(filepath.Join(f.l.DataDir, "secrets.key"), bytes.Repeat([]byte{7}, 32), 0o600)
+	db, err := store.Open(filepath.Join(f.l.DataDir, store.FileName), store.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	f.app.opts.Store = db
+	var bk bytes.Buffer
+	if err := f.app.Backup(context.Background(), grant(), &bk, gateway.BackupRequest{Passphrase: []byte("correct horse")}); err != nil {
+		t.Fatal(err)
+	}
+	if names := entries(t, bk.Bytes()); !names["secrets/secrets.key.sealed"] || names["secrets/secrets.key"] {
+		t.Fatalf("the sealed backup's entries: %v", names)
+	}
+	if ev := f.audit.last(t); ev.After.(map[string]any)["secrets"] != "sealed" {
+		t.Fatalf("audit %+v", ev)
+	}
+	other := t.TempDir()
+	app := New(Options{Settings: f.app.opts.Settings, DataDir: other, Audit: f.audit, Slot: "a"})
+	for _, pass := range []string{"", "wrong horse"} {
+		_, err := app.StageRestore(context.Background(), grant(), bytes.NewReader(bk.Bytes()), gateway.RestoreRequest{Passphrase: []byte(pass)})
+		var r *gateway.Refusal
+		if !errors.As(err, &r) || r.Kind != "passphrase" {
+			t.Fatalf("staged with passphrase %q: %v", pass, err)
+		}
+	}
+	if _, err := app.StageRestore(context.Background(), grant(), bytes.NewReader(bk.Bytes()), gateway.RestoreRequest{Passphrase: []byte("correct horse")}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := ApplyPendingRestore(context.Background(), other, f.app.opts.Settings, slog.New(slog.DiscardHandler)); !ok || err != nil {
+		t.Fatalf("apply: %v %v", ok, err)
+	}
+	if _, err := os.Stat(filepath.Join(other, backup.PendingDir, restoreOptionsFile)); err == nil {
+		t.Fatal("the passphrase outlived the restore on disk")
+	}
+}
+
+// entries lists a backup's entry names.
+func entries(t *testing.T, b []byte) map[string]bool {
+	t.Helper()
+	gz, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(gz)
+	out := map[string]bool{}
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[h.Name] = true
 	}
 }

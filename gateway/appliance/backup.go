@@ -21,17 +21,21 @@ import (
 // asked to do until the next start applies it.
 const restoreOptionsFile = "pending-options.json"
 
+// restoreOptions persist the request until the next start; the file is
+// 0600 in the data directory, which holds the secrets key itself.
 type restoreOptions struct {
-	KeepCredentials bool `json:"keep_credentials"`
+	KeepCredentials bool   `json:"keep_credentials"`
+	Passphrase      []byte `json:"passphrase,omitempty"`
 }
 
 // Backup implements gateway.Appliance (backup.Write over the running
 // store; audited as "appliance.backup").
-func (a *Appliance) Backup(ctx context.Context, g auth.Grant, w io.Writer) error {
+func (a *Appliance) Backup(ctx context.Context, g auth.Grant, w io.Writer, req gateway.BackupRequest) error {
 	if err := a.opts.Audit.CanAudit(); err != nil {
 		return err
 	}
-	opts := backup.WriteOptions{Store: a.opts.Store, DataDir: a.opts.DataDir, ApplianceID: a.opts.ApplianceID, Version: a.opts.Version}
+	opts := backup.WriteOptions{Store: a.opts.Store, DataDir: a.opts.DataDir, ApplianceID: a.opts.ApplianceID, Version: a.opts.Version,
+		Passphrase: req.Passphrase}
 	if a.opts.ProjectFile != "" {
 		opts.ProjectDir, opts.ProjectFiles = filepath.Dir(a.opts.ProjectFile), a.projectFiles()
 	}
@@ -40,7 +44,7 @@ func (a *Appliance) Backup(ctx context.Context, g auth.Grant, w io.Writer) error
 	if err != nil {
 		ev.Result, ev.Detail = "failed", err.Error()
 	} else {
-		ev.After = map[string]any{"entries": len(m.Entries), "created": m.Created}
+		ev.After = map[string]any{"entries": len(m.Entries), "created": m.Created, "secrets": m.Secrets}
 	}
 	if aerr := a.opts.Audit.Audit(ctx, g, ev); aerr != nil {
 		a.log.Error("backup not audited", slog.Any("err", aerr))
@@ -85,13 +89,13 @@ func (a *Appliance) projectFiles() []string {
 
 // StageRestore implements gateway.Appliance (backup.StagePending, then a
 // restart; audited as "appliance.restore").
-func (a *Appliance) StageRestore(ctx context.Context, g auth.Grant, body io.Reader, keepCredentials bool) (gateway.RestoreStaged, error) {
+func (a *Appliance) StageRestore(ctx context.Context, g auth.Grant, body io.Reader, req gateway.RestoreRequest) (gateway.RestoreStaged, error) {
 	if err := a.opts.Audit.CanAudit(); err != nil {
 		return gateway.RestoreStaged{}, err
 	}
-	out, err := a.stageRestore(ctx, body, keepCredentials)
+	out, err := a.stageRestore(ctx, body, req)
 	ev := gateway.AuditEvent{Action: "appliance.restore", Target: out.ApplianceID, Result: "ok",
-		After: map[string]any{"from_appliance": out.ApplianceID, "version": out.Version, "created": out.Created, "keep_credentials": keepCredentials}}
+		After: map[string]any{"from_appliance": out.ApplianceID, "version": out.Version, "created": out.Created, "keep_credentials": req.KeepCredentials}}
 	if err != nil {
 		ev.Result, ev.Detail = "failed", err.Error()
 		var r *gateway.Refusal
@@ -109,7 +113,7 @@ func (a *Appliance) StageRestore(ctx context.Context, g auth.Grant, body io.Read
 	return out, nil
 }
 
-func (a *Appliance) stageRestore(ctx context.Context, body io.Reader, keep bool) (gateway.RestoreStaged, error) {
+func (a *Appliance) stageRestore(ctx context.Context, body io.Reader, req gateway.RestoreRequest) (gateway.RestoreStaged, error) {
 	if a.restarts.Load() {
 		return gateway.RestoreStaged{}, refusal("busy", errors.New("the daemon is restarting to apply a staged bundle or restore"))
 	}
@@ -117,7 +121,8 @@ func (a *Appliance) stageRestore(ctx context.Context, body io.Reader, keep bool)
 		return gateway.RestoreStaged{}, refusal("busy", errors.New("another upload is being received"))
 	}
 	defer a.busy.Unlock()
-	m, err := backup.StagePending(ctx, body, backup.RestoreOptions{DataDir: a.opts.DataDir, MaxSize: a.opts.Settings.MaxBackup})
+	m, err := backup.StagePending(ctx, body, backup.RestoreOptions{DataDir: a.opts.DataDir, MaxSize: a.opts.Settings.MaxBackup,
+		Passphrase: req.Passphrase})
 	if err != nil {
 		kind := ""
 		switch {
@@ -127,10 +132,12 @@ func (a *Appliance) stageRestore(ctx context.Context, body io.Reader, keep bool)
 			kind = "hash"
 		case errors.Is(err, backup.ErrSignature):
 			kind = "signature"
+		case errors.Is(err, backup.ErrPassword):
+			kind = "passphrase"
 		}
 		return gateway.RestoreStaged{}, refusal(kind, err)
 	}
-	b, _ := json.Marshal(restoreOptions{KeepCredentials: keep})
+	b, _ := json.Marshal(restoreOptions{KeepCredentials: req.KeepCredentials, Passphrase: req.Passphrase})
 	if err := atomicfile.WriteFile(filepath.Join(a.opts.DataDir, backup.PendingDir, restoreOptionsFile), b, 0o600); err != nil {
 		os.Remove(filepath.Join(a.opts.DataDir, backup.PendingDir, backup.PendingFile))
 		return gateway.RestoreStaged{}, err
@@ -150,7 +157,8 @@ func ApplyPendingRestore(ctx context.Context, dataDir string, s Settings, log *s
 	if b, err := os.ReadFile(filepath.Join(dir, restoreOptionsFile)); err == nil {
 		_ = json.Unmarshal(b, &ro)
 	}
-	ok, res, err := backup.ApplyPending(ctx, backup.RestoreOptions{DataDir: dataDir, KeepCredentials: ro.KeepCredentials, MaxSize: s.MaxBackup})
+	ok, res, err := backup.ApplyPending(ctx, backup.RestoreOptions{DataDir: dataDir, KeepCredentials: ro.KeepCredentials,
+		Passphrase: ro.Passphrase, MaxSize: s.MaxBackup})
 	os.Remove(filepath.Join(dir, restoreOptionsFile))
 	if err != nil {
 		return false, fmt.Errorf("restore of the staged backup failed (the previous store is back; %s says why): %w",
