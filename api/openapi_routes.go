@@ -15,7 +15,8 @@ var openapiOps = map[string]opSpec{
 	"GET /api/v1/health": {summary: "Health of the appliance (status, reasons, sandbox, devices)",
 		resp: struct {
 			at.Health
-			TLS *at.TLSInfo `json:"tls,omitempty"`
+			TLS      *at.TLSInfo        `json:"tls,omitempty"`
+			Firmware *at.FirmwareStatus `json:"firmware,omitempty"`
 		}{}},
 	"GET /api/v1/openapi.json": {summary: "This document", resp: map[string]any{}},
 	"GET /api/v1/metrics":      {summary: "Prometheus metrics, text exposition format (docs/metrics.md)", respMedia: "text/plain; version=0.0.4"},
