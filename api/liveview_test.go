@@ -636,7 +636,7 @@ func TestLiveViewAssets_ServedWithCSP(t *testing.T) {
 	if rec := e.req(t, "GET", "/", "", nil, nil); rec.Code != 302 || rec.Header().Get("Location") != "/liveview/" {
 		t.Fatalf("GET /: %d %q", rec.Code, rec.Header().Get("Location"))
 	}
-	for path, want := range map[string]string{"/liveview/": "<title>QUBIQ LiveView</title>", "/liveview/app.js": "X-CSRF-Token",
+	for path, want := range map[string]string{"/liveview/": "<title>QUBIQ LiveView</title>", "/liveview/net.js": "X-CSRF-Token",
 		"/liveview/app.css": "q-stale"} {
 		rec := e.req(t, "GET", path, "", nil, nil)
 		if rec.Code != 200 || !strings.Contains(rec.Body.String(), want) ||
