@@ -22,15 +22,28 @@ import (
 )
 
 // liveviewProject: a simulator with a live ramp, an operate setpoint, a
-// supervise limit, a run flag; a script whose `chain` entry calls
-// system.script.runOnGateway (needs script:execute); one panel.
+// supervise limit, a run flag, an int16 counter (a write outside int16 is
+// refused by the server); a Modbus device on a closed port (its tags are
+// Bad_NotConnected); two alarms (high at operate, critical at supervise);
+// a script whose `chain` entry calls system.script.runOnGateway (needs
+// script:execute); one panel with a button bar, a trend backed by history
+// (seeded over 24 h by the test) and an alarm list.
 const liveviewProject = `devices:
   - {name: sim, driver: sim}
+  - {name: plc1, driver: modbus, url: "tcp://127.0.0.1:1", timeout: 300ms}
 tags:
-  - {path: Line1/Speed, device: sim, address: "ramp(0,100,4s)", type: float64, units: rpm, scan: 200ms}
-  - {path: Line1/Setpoint, device: sim, address: memory, type: float64, units: rpm, write_level: operate, scan: 200ms}
+  - {path: Line1/Speed, device: sim, address: "ramp(0,100,4s)", type: float64, units: rpm, scan: 200ms, history: {enabled: true}}
+  - {path: Line1/Setpoint, device: sim, address: memory, type: float64, units: rpm, write_level: operate, scan: 200ms, history: {enabled: true}}
   - {path: Line1/Limit, device: sim, address: memory, type: float64, units: rpm, write_level: supervise, scan: 200ms}
-  - {path: Line1/Run, device: sim, address: memory, type: bool, scan: 200ms}
+  - {path: Line1/Run, device: sim, address: memory, type: bool, scan: 200ms, description: Pump running, history: {enabled: true}}
+  - {path: Line1/Count, device: sim, address: memory, type: int16, scan: 200ms}
+  - {path: Line1/Level, device: sim, address: memory, type: float64, units: "%", scan: 200ms}
+  - {path: Line1/Temp, device: sim, address: memory, type: float64, units: degC, scan: 200ms}
+  - {path: Line1/Pressure, device: plc1, address: HR0, type: float32, units: bar, scan: 500ms}
+  - {path: Line1/Valve, device: plc1, address: HR2, type: float32, units: "%", scan: 500ms}
+alarms:
+  - {name: High, tag: Line1/Level, mode: above, setpoint: 80, priority: high, display_path: Tank 1 high level, message: "Tank level high: {value:.0f} {units}"}
+  - {name: Hot, tag: Line1/Temp, mode: above, setpoint: 90, priority: critical, ack_level: supervise, display_path: Reactor temperature, message: "Reactor hot: {value:.0f} {units}"}
 scripts:
   - {module: pumps, file: scripts/pumps.py, liveview: [start, chain]}
   - {module: helper, file: scripts/helper.py}
@@ -42,16 +55,19 @@ views:
       - {type: value, tag: Line1/Speed, label: Speed, decimals: 1}
       - {type: numeric, tag: Line1/Setpoint, label: Setpoint, min: 0, max: 100, step: 0.5}
       - {type: numeric, tag: Line1/Limit, label: Limit}
-      - {type: boolean, tag: Line1/Run, label: Run}
+      - {type: boolean, tag: Line1/Run, label: Run, on_label: Running, off_label: Stopped}
+      - {type: numeric, tag: Line1/Count, label: Count}
+      - {type: value, tag: Line1/Pressure, label: Pressure}
+      - {type: numeric, tag: Line1/Valve, label: Valve}
       - {type: button, label: Start, entry: pumps.start, args: {line: 1}, confirm: "Start pump 1?"}
       - {type: button, label: Chain, entry: pumps.chain}
-      - {type: trend, tags: [Line1/Speed, Line1/Setpoint], label: Speed, window: 1m}
+      - {type: trend, tags: [Line1/Speed, Line1/Setpoint, Line1/Run], label: Speed, window: 1m}
 `
 
 const pumpsPy = `@gateway(timeout_ms=5000)
 def start(args):
     status = system.tag.write(["Line1/Run"], [True])[0]
-    return {"started": args["line"], "status": status}
+    return {"message": "Pump %d started" % args["line"], "status": status}
 
 
 @gateway(timeout_ms=5000)
@@ -254,6 +270,7 @@ func TestLiveView_PanelEndToEnd(t *testing.T) {
 		t.Fatalf("users list:\n%s", out)
 	}
 	reader := d.apiKey("reader", []string{"tag:read"}, "view")
+	writer := d.apiKey("writer", []string{"tag:read", "tag:write"}, "design")
 	d.qubiqctl(d.token, "provision", "--password-file", pwFile)
 	if st, _ := d.call("GET", "/api/v1/users", d.token, nil, nil); st != 401 {
 		t.Fatalf("bootstrap token after provision: %d, want 401", st)
@@ -285,6 +302,11 @@ func TestLiveView_PanelEndToEnd(t *testing.T) {
 	if v := d.read(reader, "Line1/Setpoint")["Line1/Setpoint"]; v.Value.String() != "0" {
 		t.Fatalf("a refused cross-site post wrote the setpoint: %+v", v)
 	}
+
+	// A day of history for the long trend, written while the daemon is stopped.
+	d.stop()
+	seedHistory(t, d)
+	d.start()
 
 	// The browser run.
 	cmd := exec.Command("node", "e2e.mjs")
@@ -319,7 +341,7 @@ func TestLiveView_PanelEndToEnd(t *testing.T) {
 			if !ok {
 				continue
 			}
-			answer := e2eAnswer(t, d, reader, strings.Fields(cmdLine))
+			answer := e2eAnswer(t, d, reader, writer, strings.Fields(cmdLine))
 			if _, err := io.WriteString(stdin, answer+"\n"); err != nil {
 				return
 			}
@@ -359,14 +381,30 @@ func TestLiveView_PanelEndToEnd(t *testing.T) {
 		t.Fatalf("panel audit trail incomplete (refused press %v, supervise press %v, setpoint write %v):\n%s", refusedPress, okPress, setpoint, b)
 	}
 	shots, _ := filepath.Glob(filepath.Join(artifacts, "*.png"))
-	if len(shots) < 8 {
-		t.Errorf("%d screenshots in %s, want at least 8", len(shots), artifacts)
+	for _, want := range []string{"bad-device", "write-refused", "long-trend", "alarm-active", "alarm-acked", "link-down-stale"} {
+		if m, _ := filepath.Glob(filepath.Join(artifacts, "*-"+want+".png")); len(m) != 1 {
+			t.Errorf("no screenshot %s in %s (have %d)", want, artifacts, len(shots))
+		}
 	}
 }
 
 // e2eAnswer serves one request of the browser script.
-func e2eAnswer(t *testing.T, d *daemon, reader string, f []string) string {
+func e2eAnswer(t *testing.T, d *daemon, reader, writer string, f []string) string {
 	switch {
+	case len(f) == 3 && f[0] == "write":
+		n, err := strconv.ParseFloat(f[2], 64)
+		if err != nil {
+			return "FAIL bad value " + f[2]
+		}
+		var res []struct {
+			Status string `json:"status"`
+			Reason string `json:"reason"`
+		}
+		st, raw := d.call("POST", "/api/v1/tags/write", writer, map[string]any{"writes": []map[string]any{{"path": f[1], "value": n}}}, &res)
+		if st != 200 || len(res) != 1 || res[0].Status != "Good" {
+			return fmt.Sprintf("FAIL write %s: %d %s", f[1], st, raw)
+		}
+		return "OK"
 	case len(f) == 3 && f[0] == "readback":
 		want, err := strconv.ParseFloat(f[2], 64)
 		if err != nil {

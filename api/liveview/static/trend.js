@@ -75,6 +75,7 @@ export function buildTrend(card, v, w, index) {
   t.series.forEach((s, k) => {
     const item = el('span', 'item');
     item.dataset.tag = s.tag;
+    item.dataset.step = String(!!s.step);
     const dot = el('i');
     dot.style.background = COLOURS[k % COLOURS.length];
     item.appendChild(dot);
@@ -210,6 +211,7 @@ function draw(t) {
   let lo = Infinity, hi = -Infinity, n = 0;
   const allBool = t.series.every((s) => t.bools[s.tag]);
   for (const s of t.series) {
+    if (t.bools[s.tag] && !allBool) continue; // a bool of a mixed trend runs in its own lane
     const pts = t.points[s.tag] || [];
     for (let i = 0; i < pts.length; i++) {
       const p = pts[i];
@@ -278,7 +280,10 @@ function draw(t) {
   } else {
     g.save();
     g.beginPath(); g.rect(L, T - 2 * dpr, W - L - R, H - T - B + 4 * dpr); g.clip();
-    t.series.forEach((s, k) => line(g, t, s, COLOURS[k % COLOURS.length], x, t.y, start, end, dpr));
+    const span = ticks.hi - ticks.lo;
+    // A bool beside numbers: off and on near the bottom of the plot, not 0 and 1 on their scale.
+    const lane = (v) => t.y(ticks.lo + span * (v ? 0.14 : 0.03));
+    t.series.forEach((s, k) => line(g, t, s, COLOURS[k % COLOURS.length], x, t.bools[s.tag] && !allBool ? lane : t.y, start, end, dpr));
     g.restore();
   }
   legend(t);
