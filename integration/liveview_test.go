@@ -62,6 +62,13 @@ views:
       - {type: button, label: Start, entry: pumps.start, args: {line: 1}, confirm: "Start pump 1?"}
       - {type: button, label: Chain, entry: pumps.chain}
       - {type: trend, tags: [Line1/Speed, Line1/Setpoint, Line1/Run], label: Speed, window: 1m}
+  - name: line1
+    title: Line 1
+    events: 0
+    widgets:
+      - {type: value, tag: Line1/Level, label: Level, decimals: 0, buttons: [{label: Start pump, entry: pumps.start, args: {line: 1}}]}
+      - {type: buttons, label: Line 1, buttons: [{label: Chain, entry: pumps.chain}]}
+      - {type: alarms, prefix: Line1, label: Line 1 alarms, limit: 5}
 `
 
 const pumpsPy = `@gateway(timeout_ms=5000)
@@ -248,12 +255,24 @@ func (d *daemon) panelEvents(token string) []panelEvent {
 	return evs
 }
 
-// TestLiveView_PanelEndToEnd drives the panel in headless chromium: an
-// operator at operate sees live values, writes a setpoint that reaches the
-// simulator, finds the supervise control read-only (a forged request is
-// refused), is refused script:execute for a nested runOnGateway; the link
-// is cut and comes back; a supervise operator's press succeeds. Users are
-// made with qubiqctl, then the appliance is provisioned.
+// TestLiveView_PanelEndToEnd drives the panel in headless chromium at
+// 1280×800 and checks the DOM (classes, disabled state, text; the
+// screenshots in build/test-artifacts/liveview are for people): an
+// operator at operate sees live values calm, writes a setpoint that reaches
+// the simulator, is refused a write outside int16 in words, finds the
+// supervise control read-only (a forged request is refused), sees a Bad
+// Modbus device dimmed and struck with its controls off and the reason in
+// words, is refused script:execute for a nested runOnGateway, presses a
+// button whose script's message is the toast, switches a bool both ways,
+// reads a day of history in the trend (time axis, rounded labels, legend by
+// name, steps) whose window survives a tab switch and a reload, sees two
+// alarms in the banner by priority, acknowledges the one at its level and
+// finds the other read-only naming the level; the link is cut (values
+// stale, controls off, no countdown) and comes back; the session ends on
+// the server and no trace of it survives the next login; a view-level
+// operator may not acknowledge; a supervise operator presses, acknowledges
+// and shelves (shown calmly). Users are made with qubiqctl, then the
+// appliance is provisioned.
 func TestLiveView_PanelEndToEnd(t *testing.T) {
 	chromium := ensureChromium(t)
 	e2eDir := ensurePlaywright(t)
@@ -266,6 +285,7 @@ func TestLiveView_PanelEndToEnd(t *testing.T) {
 	}
 	d.qubiqctl(d.token, "users", "add", "--name", "op1", "--realm", "operator", "--level", "operate", "--password-file", pwFile)
 	d.qubiqctl(d.token, "users", "add", "--name", "sup1", "--realm", "operator", "--level", "supervise", "--password-file", pwFile)
+	d.qubiqctl(d.token, "users", "add", "--name", "view1", "--realm", "operator", "--level", "view", "--password-file", pwFile)
 	if out := d.qubiqctl(d.token, "users", "list"); !strings.Contains(out, "op1") || !strings.Contains(out, "supervise") {
 		t.Fatalf("users list:\n%s", out)
 	}
@@ -312,7 +332,7 @@ func TestLiveView_PanelEndToEnd(t *testing.T) {
 	cmd := exec.Command("node", "e2e.mjs")
 	cmd.Dir = e2eDir
 	cmd.Env = append(os.Environ(), "QUBIQ_URL="+d.url, "CHROMIUM="+chromium, "PROFILE_DIR="+t.TempDir(),
-		"ARTIFACTS="+artifacts, "OP_USER=op1", "SUP_USER=sup1", "PASSWORD="+e2ePassword)
+		"ARTIFACTS="+artifacts, "OP_USER=op1", "SUP_USER=sup1", "VIEW_USER=view1", "PASSWORD="+e2ePassword)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -206,7 +206,9 @@ function fillList(box, alarms, limit) {
     if (a.chattering) st.appendChild(el('div', 'sub', 'chattering'));
     tr.appendChild(st);
     tr.appendChild(el('td', 'when', when(a)));
-    const act = el('td', 'acts');
+    const td = el('td', 'acts');
+    const act = el('div', 'acts-box');
+    td.appendChild(act);
     const notes = [];
     if (unacked(a) && annunciated(a)) {
       act.appendChild(actionButton('ack', a, 'Acknowledge'));
@@ -218,7 +220,7 @@ function fillList(box, alarms, limit) {
     const ms = mayDo(a, 'shelve');
     if (!ms.ok) notes.push(ms.why);
     for (const n of notes) act.appendChild(el('div', 'ro', n));
-    tr.appendChild(act);
+    tr.appendChild(td);
     table.appendChild(tr);
   }
   box.appendChild(table);

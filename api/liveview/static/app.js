@@ -273,7 +273,7 @@ async function loadEvents() {
   for (const e of evs) {
     const ok = e.result === 'ok' || e.result === 'Good';
     const li = el('li', ok ? 'ok' : 'refused');
-    li.appendChild(el('div', 't', new Date(e.time).toLocaleTimeString() + ' · ' + e.principal));
+    li.appendChild(el('div', 't', sinceText(Date.parse(e.time)) + ' · ' + e.principal));
     const what = e.action === 'liveview.press' ? 'pressed ' + e.target
       : (e.action.startsWith('tag.write') ? 'wrote ' + e.target
         : (e.action.startsWith('alarm.') ? e.action.slice(6) + ' ' + (e.target || '') : e.action + ' ' + (e.target || '')));

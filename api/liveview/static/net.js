@@ -88,5 +88,7 @@ export function writeWords(status, reason, device) {
     Bad_NodeIdUnknown: 'unknown tag',
     Uncertain: 'may have been applied: ' + dev + ' did not confirm in time',
   }[status] || 'refused';
-  return reason ? head + ': ' + reason : head;
+  if (!reason) return head;
+  // The daemon's reason often starts with the same words ("out of range: ...").
+  return reason.toLowerCase().startsWith(head.toLowerCase()) ? reason : head + ': ' + reason;
 }

@@ -92,7 +92,7 @@ async function press(b, btn) {
     const run = await api('POST', '/scripts/' + encodeURIComponent(module) + '/' + encodeURIComponent(entry) + '/run');
     toast('ok', b.label + ': ' + resultWords(run && run.result));
   } catch (e) {
-    toast('refused', b.label + ' refused: ' + refusalWords(e), e.kind === 'script_error' || e.kind === 'permission_denied' ? e.message : e.tech);
+    toast('refused', b.label + ' refused: ' + refusalWords(e), e.kind === 'script_error' ? e.message : e.tech);
   } finally {
     btn.classList.remove('busy');
     btn.disabled = false;
@@ -187,7 +187,7 @@ export function paint(path) {
     const words = operatorReason(tv, w.device);
     if (words) {
       q.appendChild(el('span', 'why', words));
-      const tech = state.stale ? (tv ? 'last received: ' + technicalReason(tv) : '') : technicalReason(tv);
+      const tech = state.stale ? (tv && tv.quality !== 'Good' ? 'last received: ' + technicalReason(tv) : '') : technicalReason(tv);
       if (tech) q.appendChild(details(tech));
     }
     if (sw) {
