@@ -235,6 +235,8 @@ try {
   await page.waitForFunction(() => document.body.dataset.link === 'up');
   await page.waitForFunction(() => document.querySelector('#widgets .w.trend canvas').dataset.window === '3600');
   log('trend window kept across a tab switch and a reload');
+  await page.waitForFunction(() => document.querySelector('#widgets .w[data-tag="Line1/Pressure"]').classList.contains('q-bad'));
+  check(await pres.locator('.q .why').textContent() === before, 'after a reload the outage has another start');
 
   // 10. Alarms: two become active; the banner shows them by priority with counts;
   //     the critical one needs supervise (read-only, naming the level); acknowledge the high one.
@@ -254,6 +256,13 @@ try {
   check(await hot.locator('button.alarm-ack').isDisabled(), 'operate may acknowledge a supervise alarm');
   check((await hot.locator('.ro').textContent()) === 'acknowledging needs level supervise (you are operate)', 'the read-only ack does not name the level');
   check((await rows.nth(1).locator('.msg').textContent()) === 'Tank level high: 95 %', 'the alarm message');
+  await page.locator('#tabs a[data-view="line1"]').tap();
+  await page.waitForFunction(() => {
+    const m = document.querySelector('#widgets .w[data-tag="Line1/Level"] .label .alarm-mark');
+    return m && m.classList.contains('p-high') && m.classList.contains('blink');
+  });
+  await page.locator('#tabs a[data-view="pump1"]').tap();
+  await page.locator('#alarm-banner .alarm-row').first().waitFor();
   await snap('alarm-active');
   await rows.nth(1).locator('button.alarm-ack').tap();
   noJSON(await expectToast('ok', 'Tank 1 high level: acknowledged'), 'the acknowledge toast');

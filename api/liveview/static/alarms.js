@@ -40,6 +40,18 @@ export function onAlarmMessage(m) {
   else state.alarms.set(a.id, a);
 }
 
+// alarmOf returns the alarm of the tag at path that an operator should
+// see on its card: the highest-priority annunciated one that is not normal
+// (unacknowledged first), or null.
+export function alarmOf(path) {
+  let best = null;
+  for (const a of state.alarms.values()) {
+    if (a.source !== path || !annunciated(a) || a.state === 'normal') continue;
+    if (!best || order(a, best) < 0) best = a;
+  }
+  return best;
+}
+
 // resetAlarms forgets the alarms (a new connection sends them again).
 export function resetAlarms() {
   state.alarms.clear();

@@ -209,6 +209,7 @@ function connect() {
       }
       case 'alarm': case 'alarm_summary':
         onAlarmMessage(m);
+        if (m.type === 'alarm_summary') paintAll();
         break;
       case 'error':
         // The session ended: the close (4001) that follows shows the login.

@@ -8,7 +8,7 @@ import { $, el, details, toast, confirmAsk, format, resultWords } from './ui.js'
 import { api, refusalWords, writeWords } from './net.js';
 import { qualityClass, usable, operatorReason, technicalReason } from './quality.js';
 import { buildTrend } from './trend.js';
-import { buildAlarmList } from './alarms.js';
+import { buildAlarmList, alarmOf } from './alarms.js';
 
 let afterAction = () => {};
 
@@ -195,8 +195,23 @@ export function paint(path) {
       sw.dataset.state = b === null ? 'unknown' : (b ? 'on' : 'off');
       for (const seg of sw.children) seg.setAttribute('aria-pressed', String(b !== null && String(b) === seg.dataset.value));
     }
+    paintMark(card, path);
     paintCard(card, w, tv);
   }
+}
+
+// paintMark puts the tag's alarm beside its label (ISA-101: the alarm
+// where the value is), its priority in colour, blinking until acknowledged.
+function paintMark(card, path) {
+  const a = alarmOf(path);
+  const label = card.querySelector('.label');
+  let m = label.querySelector('.alarm-mark');
+  if (!a) { if (m) m.remove(); return; }
+  if (!m) { m = el('span'); label.appendChild(m); }
+  m.className = 'alarm-mark prio p-' + a.priority + (a.state === 'active_unacked' ? ' blink' : '');
+  m.textContent = a.priority;
+  m.title = a.message || a.display_path || a.id;
+  m.dataset.id = a.id;
 }
 
 // paintCard enables a card's controls only while its value is usable and
