@@ -354,6 +354,9 @@ func Parse(file string, n *yaml.Node, env Env) (*Def, error) {
 	} else {
 		top(n.Line, "needs nodes (a list, the first receives the trigger's messages)")
 	}
+	if d.Trigger.Kind == TriggerAlarm && !d.Grant.HasScope(auth.AlarmRead) {
+		top(f.line("trigger"), "an alarm trigger needs the %s scope in the flow's grant (grant: {scopes: [tag:read, %s]}): without it no transition reaches the flow", auth.AlarmRead, auth.AlarmRead)
+	}
 	if d.OnlyGood && d.Trigger.Kind != "" && d.Trigger.Kind != TriggerTag && d.Trigger.Kind != TriggerAlarm {
 		top(f.line("only_good"), "only_good applies to tag and alarm triggers, which carry a quality")
 	}

@@ -384,6 +384,7 @@ func TestEngine_TimerAndLinks(t *testing.T) {
     - {id: p, type: python, next: pub, code: "def transform(msg):  # behave: echo\n    return msg\n"}
     - {id: pub, type: mqtt_publish, topic: plant/ack, field: payload, retain: true}
 - name: high-alarms
+  grant: {scopes: [tag:read, alarm:read]}
   trigger: {alarm: {source: Line1, priority: [high, critical], to: [active_unacked]}}
   nodes:
     - {id: pub, type: mqtt_publish, topic: alerts, field: alarm.id}

@@ -392,7 +392,7 @@ type fakeAlarms struct {
 	subs []chan AlarmTransition
 }
 
-func (a *fakeAlarms) SubscribeTransitions(buf int) (<-chan AlarmTransition, func() uint64, func()) {
+func (a *fakeAlarms) SubscribeTransitions(_ auth.Grant, buf int) (<-chan AlarmTransition, func() uint64, func()) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	ch := make(chan AlarmTransition, buf)

@@ -215,7 +215,10 @@ func (in *instance) startTrigger() error {
 		if in.e.opts.Alarms == nil {
 			return fmt.Errorf("alarm trigger: alarm transitions %s", linkWhy(in.e.opts.AlarmsWhy, "are not delivered by this qubiqd"))
 		}
-		ch, dropped, cancel := in.e.opts.Alarms.SubscribeTransitions(1024)
+		if !in.grant.HasScope(auth.AlarmRead) {
+			return fmt.Errorf("alarm trigger: the flow's grant has no %s scope, so no alarm transition would reach it", auth.AlarmRead)
+		}
+		ch, dropped, cancel := in.e.opts.Alarms.SubscribeTransitions(in.grant, 1024)
 		in.trigMu.Lock()
 		in.srcDropped = append(in.srcDropped, dropped)
 		in.trigMu.Unlock()

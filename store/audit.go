@@ -13,11 +13,11 @@ import (
 )
 
 // ErrAuditFull is returned by AuditLog.Enqueue when the queue is full (the
-// disk is slow or failing). DESIGN.md, "Audit": an equipment write whose
+// disk is slow or failing). docs/security.md, "Audit": an equipment write whose
 // audit record cannot be queued is refused; the caller refuses it.
 var ErrAuditFull = errors.New("audit queue full")
 
-// AuditRecord is one audit record (DESIGN.md, "Audit"): one per write that
+// AuditRecord is one audit record (docs/security.md, "Audit"): one per write that
 // reaches equipment (Target is the tag, Before the last known VQT and After
 // the value written, both as JSON), one per script run, one per refusal, one
 // per administrative change. Seq is given by the store when the record is
