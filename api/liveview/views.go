@@ -75,6 +75,10 @@ const (
 	MaxDefaultLabel = 48
 )
 
+// AlarmPage is the URL fragment of the panel's alarm list
+// (/liveview/#alarms); no view may take it as its name.
+const AlarmPage = "alarms"
+
 var viewName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
 
 // yamlView is the YAML shape of one view (see the package doc).
@@ -156,6 +160,9 @@ func parseView(n *yaml.Node, where string, yv yamlView, p Project) (apitypes.Vie
 	v := apitypes.View{Name: yv.Name, Title: yv.Title, MinLevel: yv.MinLevel, Events: DefaultEvents}
 	if !viewName.MatchString(yv.Name) {
 		bad(n.Line, "name %q: want letters, digits, _ or - (at most 64, starting with a letter or digit)", yv.Name)
+	}
+	if yv.Name == AlarmPage {
+		bad(n.Line, "name %q is the panel's alarm list (/liveview/#%s): choose another", yv.Name, AlarmPage)
 	}
 	if v.Title == "" {
 		v.Title = v.Name

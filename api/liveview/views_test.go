@@ -231,6 +231,7 @@ func TestParse_NewWidgetErrors(t *testing.T) {
 		{"alarm prefix", "views: [{name: a, widgets: [{type: alarms, prefix: Line9}]}]", `prefix "Line9"`},
 		{"alarm prefix segment", "views: [{name: a, widgets: [{type: alarms, prefix: Line}]}]", `prefix "Line"`},
 		{"alarm limit", "views: [{name: a, widgets: [{type: alarms, limit: 0}]}]", "limit 0"},
+		{"reserved name", "views: [{name: alarms, widgets: [{type: alarms}]}]", "alarm list"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
