@@ -232,7 +232,7 @@ function draw(t) {
   }
   g.font = (12 * dpr) + 'px system-ui, sans-serif';
   g.textBaseline = 'middle';
-  const units = [...new Set(t.series.map((s) => s.units || ''))];
+  const units = [...new Set(t.series.filter((s) => allBool || !t.bools[s.tag]).map((s) => s.units || '').filter((u) => u))];
   const ylabels = [];
   if (ticks) {
     const y = (v) => H - B - (H - T - B) * (v - ticks.lo) / (ticks.hi - ticks.lo);
@@ -249,7 +249,7 @@ function draw(t) {
       ylabels.push(label);
       g.fillText(label, L - 8 * dpr, yy);
     }
-    if (units.length === 1 && units[0] && !allBool) {
+    if (units.length === 1 && !allBool) {
       g.textAlign = 'left';
       g.fillText(units[0], 6 * dpr, 10 * dpr);
     }
