@@ -52,11 +52,15 @@ export function alarmOf(path) {
   return best;
 }
 
-// resetAlarms forgets the alarms (a new connection sends them again).
-export function resetAlarms() {
+// resetAlarms forgets the alarms: a new connection sends them again
+// (reconnect: the banner keeps what it shows until the new summary), and a
+// sign-out leaves nothing for the next user (signedOut).
+export function resetAlarms(signedOut) {
   state.alarms.clear();
-  state.alarmSummary = null;
-  state.alarmsKnown = false;
+  if (signedOut) {
+    state.alarmSummary = null;
+    state.alarmsKnown = false;
+  }
 }
 
 // order: unacknowledged active first, then by priority, then newest.

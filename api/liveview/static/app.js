@@ -36,7 +36,7 @@ function showLogin(message) {
   state.view = null;
   state.stale = true;
   state.staleSince = null;
-  resetAlarms();
+  resetAlarms(true);
   clearTrends();
   $('who').hidden = true;
   $('hatch').hidden = true;

@@ -96,7 +96,7 @@ async function press(b, btn) {
   } finally {
     btn.classList.remove('busy');
     btn.disabled = false;
-    paintControls();
+    paintAll(); // a card's buttons stay off while its value is Bad or stale
     afterAction();
   }
 }
