@@ -477,7 +477,7 @@ func TestListViews_ReadOnlyControlsNameTheReason(t *testing.T) {
 	}
 	check("op", 1, map[string]string{"Line1/Setpoint": "", "Line1/Limit": `write level "supervise" required (you have "operate")`,
 		"Line1/Counter": "tag is read-only"})
-	check("viewer", 1, map[string]string{"Line1/Setpoint": `missing scope "tag:write"`})
+	check("viewer", 1, map[string]string{"Line1/Setpoint": `write level "operate" required (you have "view")`})
 	check("sup", 2, map[string]string{"Line1/Setpoint": "", "Line1/Limit": ""})
 }
 
