@@ -19,18 +19,23 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"qubiq.dev/edge/internal/peers"
 )
 
 // liveviewProject: a simulator with a live ramp, an operate setpoint, a
 // supervise limit, a run flag, an int16 counter (a write outside int16 is
 // refused by the server); a Modbus device on a closed port (its tags are
-// Bad_NotConnected); two alarms (high at operate, critical at supervise);
+// Bad_NotConnected, never had a value); a second Modbus device (plc2,
+// tcp://127.0.0.1:PLC2_PORT: a pymodbus server the test starts and stops);
+// two alarms (high at operate, critical at supervise);
 // a script whose `chain` entry calls system.script.runOnGateway (needs
 // script:execute); one panel with a button bar, a trend backed by history
 // (seeded over 24 h by the test) and an alarm list.
 const liveviewProject = `devices:
   - {name: sim, driver: sim}
   - {name: plc1, driver: modbus, url: "tcp://127.0.0.1:1", timeout: 300ms}
+  - {name: plc2, driver: modbus, url: "tcp://127.0.0.1:PLC2_PORT", timeout: 300ms}
 tags:
   - {path: Line1/Speed, device: sim, address: "ramp(0,100,4s)", type: float64, units: rpm, scan: 200ms, history: {enabled: true}}
   - {path: Line1/Setpoint, device: sim, address: memory, type: float64, units: rpm, write_level: operate, scan: 200ms, history: {enabled: true}}
@@ -41,6 +46,7 @@ tags:
   - {path: Line1/Temp, device: sim, address: memory, type: float64, units: degC, scan: 200ms}
   - {path: Line1/Pressure, device: plc1, address: HR0, type: float32, units: bar, scan: 500ms}
   - {path: Line1/Valve, device: plc1, address: HR2, type: float32, units: "%", scan: 500ms}
+  - {path: Line1/Flow, device: plc2, address: HR0, type: uint16, units: m3/h, scan: 300ms}
 alarms:
   - {name: High, tag: Line1/Level, mode: above, setpoint: 80, priority: high, display_path: Tank 1 high level, message: "Tank level high: {value:.0f} {units}"}
   - {name: Hot, tag: Line1/Temp, mode: above, setpoint: 90, priority: critical, ack_level: supervise, display_path: Reactor temperature, message: "Reactor hot: {value:.0f} {units}"}
@@ -59,6 +65,7 @@ views:
       - {type: numeric, tag: Line1/Count, label: Count}
       - {type: value, tag: Line1/Pressure, label: Pressure}
       - {type: numeric, tag: Line1/Valve, label: Valve}
+      - {type: numeric, tag: Line1/Flow, label: Flow}
       - {type: button, label: Start, entry: pumps.start, args: {line: 1}, confirm: "Start pump 1?"}
       - {type: button, label: Chain, entry: pumps.chain}
       - {type: trend, tags: [Line1/Speed, Line1/Setpoint, Line1/Run], label: Speed, window: 1m}
@@ -151,9 +158,14 @@ func artifactsDir(t *testing.T) string {
 	return dir
 }
 
-func startLiveViewDaemon(t *testing.T, env ...string) *daemon {
+// liveviewProjectFor is liveviewProject with plc2 on 127.0.0.1:plc2Port.
+func liveviewProjectFor(plc2Port int) string {
+	return strings.Replace(liveviewProject, "PLC2_PORT", strconv.Itoa(plc2Port), 1)
+}
+
+func startLiveViewDaemon(t *testing.T, plc2Port int, env ...string) *daemon {
 	t.Helper()
-	d := newDaemon(t, liveviewProject, env...)
+	d := newDaemon(t, liveviewProjectFor(plc2Port), env...)
 	if err := os.MkdirAll(filepath.Join(d.dir, "scripts"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +289,8 @@ func TestLiveView_PanelEndToEnd(t *testing.T) {
 	chromium := ensureChromium(t)
 	e2eDir := ensurePlaywright(t)
 	artifacts := artifactsDir(t)
-	d := startLiveViewDaemon(t)
+	plc2 := peers.StartModbus(t, map[int]peers.ModbusUnit{1: {HR: map[int]uint16{0: 125}}})
+	d := startLiveViewDaemon(t, plc2.Port)
 
 	pwFile := filepath.Join(t.TempDir(), "pw")
 	if err := os.WriteFile(pwFile, []byte(e2ePassword+"\n"), 0o600); err != nil {
@@ -361,7 +374,7 @@ func TestLiveView_PanelEndToEnd(t *testing.T) {
 			if !ok {
 				continue
 			}
-			answer := e2eAnswer(t, d, reader, writer, strings.Fields(cmdLine))
+			answer := e2eAnswer(t, d, plc2, reader, writer, strings.Fields(cmdLine))
 			if _, err := io.WriteString(stdin, answer+"\n"); err != nil {
 				return
 			}
@@ -409,8 +422,11 @@ func TestLiveView_PanelEndToEnd(t *testing.T) {
 }
 
 // e2eAnswer serves one request of the browser script.
-func e2eAnswer(t *testing.T, d *daemon, reader, writer string, f []string) string {
+func e2eAnswer(t *testing.T, d *daemon, plc2 *peers.Modbus, reader, writer string, f []string) string {
 	switch {
+	case len(f) == 2 && f[0] == "plc2" && f[1] == "stop":
+		plc2.Stop()
+		return "OK"
 	case len(f) == 3 && f[0] == "write":
 		n, err := strconv.ParseFloat(f[2], 64)
 		if err != nil {
@@ -454,7 +470,7 @@ func e2eAnswer(t *testing.T, d *daemon, reader, writer string, f []string) strin
 // is logged at start-up, shown in health, and every panel run it widens is
 // audited as such.
 func TestLiveView_EscapeHatchVisibleAndAudited(t *testing.T) {
-	d := startLiveViewDaemon(t, "QUBIQ_BROWSER_SCRIPT_SCOPES=off")
+	d := startLiveViewDaemon(t, peers.FreePort(t), "QUBIQ_BROWSER_SCRIPT_SCOPES=off")
 	var h struct {
 		EscapeHatch bool `json:"escape_hatch"`
 	}
@@ -507,7 +523,7 @@ func TestLiveView_TLSAuto(t *testing.T) {
 	tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true}
 	t.Cleanup(func() { tr.TLSClientConfig = old; tr.CloseIdleConnections() })
 
-	d := newDaemon(t, liveviewProject)
+	d := newDaemon(t, liveviewProjectFor(peers.FreePort(t)))
 	cfg, err := os.ReadFile(d.cfg)
 	if err != nil {
 		t.Fatal(err)

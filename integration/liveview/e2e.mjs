@@ -6,6 +6,7 @@
 //   stdout "@@ readback PATH VALUE"  → the test reads PATH over REST and answers "OK" or "FAIL reason"
 //   stdout "@@ write PATH VALUE"     → the test writes PATH over REST (a process value changes) and answers "OK"
 //   stdout "@@ stop" / "@@ start"    → the test stops / starts qubiqd and answers "OK"
+//   stdout "@@ plc2 stop"            → the test stops the pymodbus server of plc2 (the device vanishes)
 //
 // Checks are on the DOM (classes, disabled state, text); the screenshots
 // (1280×800) are for people.
@@ -159,8 +160,7 @@ try {
   const pres = card('Line1/Pressure');
   const why = await pres.locator('.q .why').textContent();
   check(/^no connection to plc1 since \d\d:\d\d:\d\d$/.test(why), `Bad reason "${why}" is not in words with the time`);
-  const valDeco = await pres.locator('.val').evaluate((e) => getComputedStyle(e).textDecorationLine);
-  check(valDeco.includes('line-through'), 'a Bad value is not struck through');
+  check(await pres.locator('.val').evaluate((e) => e.classList.contains('none') && e.textContent === '—'), 'a tag that never had a value');
   const tech = await pres.locator('.q details.tech .tech-text').textContent();
   check(tech.startsWith('Bad_NotConnected') && !/next attempt/.test(tech), `technical reason "${tech}"`);
   check(!(await pres.locator('.q details.tech').evaluate((e) => e.open)), 'the technical reason is not behind Details');
@@ -171,9 +171,27 @@ try {
   const before = why;
   await page.waitForTimeout(2500);
   check(await pres.locator('.q .why').textContent() === before, 'the Bad reason changes while the device stays away (a countdown?)');
+  // A device that was answering vanishes: its last value stays, dimmed and
+  // struck, with when the outage began; its control goes off.
+  const flow = card('Line1/Flow');
+  await page.waitForFunction(() => {
+    const c = document.querySelector('#widgets .w[data-tag="Line1/Flow"]');
+    return c.dataset.quality === 'Good' && c.querySelector('.val').textContent.startsWith('125');
+  });
+  check(!(await flow.locator('input').isDisabled()), 'the control of a Good Modbus tag is off');
+  await ask('plc2 stop');
+  await page.waitForFunction(() => /^no connection to plc2 since/.test(
+    (document.querySelector('#widgets .w[data-tag="Line1/Flow"] .q .why') || {}).textContent || ''), null, { timeout: 20000 });
+  check((await flow.locator('.val').textContent()).startsWith('125'), 'the last value of a vanished device is not kept');
+  const flowDeco = await flow.locator('.val').evaluate((e) => getComputedStyle(e).textDecorationLine);
+  check(flowDeco.includes('line-through'), 'a Bad value is not struck through');
+  check(await flow.locator('input').isDisabled() && await flow.locator('button', { hasText: 'Set' }).isDisabled(), 'the control of a Bad tag is on');
+  check(/^no connection to plc2 since \d\d:\d\d:\d\d$/.test(await flow.locator('.q .why').textContent()), 'the outage reason');
   await pres.locator('.q details.tech summary').tap();
+  await flow.scrollIntoViewIfNeeded();
+  if (await toast.isVisible()) await toast.click();
   await snap('bad-device');
-  log('bad device: ' + why);
+  log('bad device: ' + why + '; vanished device: ' + await flow.locator('.q .why').textContent());
 
   // 8. A button whose script calls system.script.runOnGateway: refused, naming script:execute.
   await press('Chain');

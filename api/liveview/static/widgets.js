@@ -181,6 +181,7 @@ export function paint(path) {
     const sw = card.querySelector('.switch');
     const isBoolValue = sw || (tv && typeof tv.value === 'boolean');
     val.textContent = tv ? format(isBoolValue ? boolOf(tv.value) : tv.value, w) : '—';
+    val.classList.toggle('none', !tv || tv.value === null || tv.value === undefined);
     if (w.units && tv && tv.value !== null && !isBoolValue) val.appendChild(el('span', 'units', w.units));
     const q = card.querySelector('.q');
     q.textContent = '';
