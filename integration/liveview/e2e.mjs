@@ -95,6 +95,28 @@ try {
   log('live value changes');
   await snap('panel-live');
 
+  // The panel's own rules, in the browser: rounded ticks, time ticks on the
+  // clock, reasons in words for each quality.
+  const rules = await page.evaluate(async () => {
+    const axis = await import('/liveview/axis.js');
+    const q = await import('/liveview/quality.js');
+    const tt = axis.timeTicks(Date.parse('2025-03-01T10:03:17Z'), Date.parse('2025-03-01T11:03:17Z'), 5);
+    const r = (quality, reason) => q.operatorReason({ path: 'X/Y', quality, reason, timestamp: new Date().toISOString() }, 'plc9');
+    return {
+      a: axis.niceTicks(0, 97.3, 5).values.join(','), b: axis.niceTicks(12.34, 12.36, 4).values.join(','),
+      c: [axis.decimalsFor(2.5), axis.decimalsFor(0.25), axis.decimalsFor(10)].join(','),
+      step: tt.step, ticksOnStep: tt.values.every((v) => (v + (-new Date(v).getTimezoneOffset() * 60000)) % tt.step === 0),
+      good: r('Good'), timeout: r('Bad_Timeout'), cert: r('Bad_CertificateUntrusted'), unc: r('Uncertain_LastUsableValue'),
+      tech: q.technicalReason({ quality: 'Bad_NotConnected', reason: 'not connected: dial tcp: refused (next attempt in 2.5s)' }),
+    };
+  });
+  check(rules.a === '0,20,40,60,80,100' && rules.b === '12.34,12.345,12.35,12.355,12.36' && rules.c === '1,2,0',
+    'value ticks not rounded: ' + JSON.stringify(rules));
+  check(rules.step === 15 * 60000 && rules.ticksOnStep, 'time ticks not on the clock: ' + JSON.stringify(rules));
+  check(rules.good === '' && rules.timeout === 'plc9 not answering' && rules.cert === 'plc9 is not trusted yet: tell the engineer' &&
+    rules.unc === 'last value before a restart; waiting for plc9', 'reasons in words: ' + JSON.stringify(rules));
+  check(rules.tech === 'Bad_NotConnected: not connected: dial tcp: refused', 'the technical reason keeps a countdown: ' + rules.tech);
+
   // 3. Buttons: one bar holding Start and Chain, no card titled like a button.
   check(await page.locator('#widgets .w.button').count() === 0, 'a button got a card of its own');
   const bar = page.locator('#widgets .w.bar');

@@ -26,19 +26,16 @@ export function usable(tv) {
   return c === 'q-good' || c === 'q-uncertain';
 }
 
-// track keeps, per tag, when its current run of non-Good values began
-// (the "since" of "no connection to plc1 since 10:42:05").
+// track keeps, per tag, when its current quality began (the "since" of
+// "no connection to plc1 since 10:42:05"): the VQT's timestamp when the
+// quality changed. The daemon keeps that timestamp while the quality and
+// reason stay, so a reloaded panel finds the same instant.
 export function track(prev, tv) {
   if (tv.quality === 'Good') { delete state.since[tv.path]; return; }
   const ts = Date.parse(tv.timestamp) - state.clockOffset;
-  if (!prev || prev.quality === 'Good' || state.since[tv.path] === undefined || classOf(prev) !== classOf(tv)) {
+  if (!prev || prev.quality !== tv.quality || state.since[tv.path] === undefined) {
     state.since[tv.path] = Number.isFinite(ts) ? Math.min(ts, Date.now()) : Date.now();
   }
-}
-
-function classOf(tv) {
-  const q = tv.quality || '';
-  return q.startsWith('Uncertain') ? 'u' : (q === 'Good' ? 'g' : 'b');
 }
 
 // operatorReason is the short text under a value that is not Good, in
