@@ -28,7 +28,7 @@ import (
 // refused by the server); a Modbus device on a closed port (its tags are
 // Bad_NotConnected, never had a value); a second Modbus device (plc2,
 // tcp://127.0.0.1:PLC2_PORT: a pymodbus server the test starts and stops);
-// two alarms (high at operate, critical at supervise);
+// three alarms (high at operate, critical at supervise, one out of service);
 // a script whose `chain` entry calls system.script.runOnGateway (needs
 // script:execute); one panel with a button bar, a trend backed by history
 // (seeded over 24 h by the test) and an alarm list.
@@ -50,6 +50,7 @@ tags:
 alarms:
   - {name: High, tag: Line1/Level, mode: above, setpoint: 80, priority: high, display_path: Tank 1 high level, message: "Tank level high: {value:.0f} {units}"}
   - {name: Hot, tag: Line1/Temp, mode: above, setpoint: 90, priority: critical, ack_level: supervise, display_path: Reactor temperature, message: "Reactor hot: {value:.0f} {units}"}
+  - {name: Low, tag: Line1/Level, mode: below, setpoint: 10, priority: low, out_of_service: true}
 scripts:
   - {module: pumps, file: scripts/pumps.py, liveview: [start, chain]}
   - {module: helper, file: scripts/helper.py}

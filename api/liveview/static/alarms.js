@@ -26,14 +26,33 @@ const STATE_WORDS = {
 const annunciated = (a) => !a.shelved && !a.suppressed && !a.out_of_service;
 const unacked = (a) => a.state === 'active_unacked' || a.state === 'rtn_unacked';
 
+// hidden are the counts of alarms suppressed by design and out of service
+// (GET /alarms/stats: the WebSocket's snapshot, like GET /alarms, lists the
+// annunciated and shelved ones only), refreshed at most every HIDDEN_EVERY_MS.
+let hidden = null, hiddenAt = 0, hiddenBusy = false;
+const HIDDEN_EVERY_MS = 15000;
+
+async function refreshHidden() {
+  if (hiddenBusy || !state.session || Date.now() - hiddenAt < HIDDEN_EVERY_MS) return;
+  hiddenBusy = true;
+  hiddenAt = Date.now();
+  try {
+    const st = await api('GET', '/alarms/stats?window_h=1', undefined, true);
+    hidden = { suppressed: st.suppressed || 0, oos: st.out_of_service || 0 };
+    paintBanner();
+  } catch (e) { /* the counts stay as they were */ } finally { hiddenBusy = false; }
+}
+
 // onAlarmMessage takes a WebSocket message of type alarm or alarm_summary.
 export function onAlarmMessage(m) {
   if (m.type === 'alarm_summary') {
     state.alarmSummary = m;
     state.alarmsKnown = true;
     paintAlarms();
+    refreshHidden();
     return;
   }
+  if (m.event && /suppress|service/.test(m.event)) hiddenAt = 0; // count them again at the next summary
   const a = m.alarm;
   if (!a || !a.id) return;
   if (a.state === 'normal' && annunciated(a)) state.alarms.delete(a.id);
@@ -60,6 +79,8 @@ export function resetAlarms(signedOut) {
   if (signedOut) {
     state.alarmSummary = null;
     state.alarmsKnown = false;
+    hidden = null;
+    hiddenAt = 0;
   }
 }
 
@@ -171,11 +192,15 @@ function paintBanner() {
   }
   const acked = all.filter((a) => annunciated(a) && a.state === 'active_acked').length;
   const shelved = all.filter((a) => a.shelved).length;
-  const suppressed = all.filter((a) => !a.shelved && (a.suppressed || a.out_of_service)).length;
+  const seen = all.filter((a) => !a.shelved && a.suppressed && !a.out_of_service).length;
+  const seenOos = all.filter((a) => !a.shelved && a.out_of_service).length;
+  const suppressed = hidden ? Math.max(hidden.suppressed, seen) : seen;
+  const oos = hidden ? Math.max(hidden.oos, seenOos) : seenOos;
   const rest = [];
   if (acked) rest.push(acked + ' active acknowledged');
   if (shelved) rest.push(shelved + ' shelved');
   if (suppressed) rest.push(suppressed + ' suppressed');
+  if (oos) rest.push(oos + ' out of service');
   if (rest.length) head.appendChild(el('span', 'calm rest', rest.join(' · ')));
   const link = el('a', 'alarm-link', 'Alarm list');
   link.href = '#alarms';
