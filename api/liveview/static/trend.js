@@ -158,6 +158,7 @@ async function load(t) {
     t.points[tag] = h.concat(live);
   }
   t.loadedWindowS = t.windowS;
+  t.minGapMs = raw ? 0 : intervalMs / 4;
   noteOf(t);
   draw(t);
 }
@@ -182,7 +183,16 @@ export function trendValues(list) {
       else if (typeof tv.value === 'boolean') { pt = [ts, tv.value ? 1 : 0, true]; t.bools[tv.path] = true; }
       else if (typeof tv.value === 'number') pt = [ts, tv.value];
       else continue;
-      if (pts.length && pts[pts.length - 1][0] > ts) continue;
+      const last = pts[pts.length - 1];
+      if (last && last[0] > ts) continue;
+      // A long window shows about POINTS_PER_TREND intervals: a fast tag's
+      // live values closer than a quarter of one update the last point
+      // instead of piling up (a stepped series keeps every change).
+      const s = t.series.find((x) => x.tag === tv.path);
+      if (t.minGapMs && last && pts.length > 1 && !(s && s.step) && last[1] !== null && pt[1] !== null && ts - last[0] < t.minGapMs) {
+        last[1] = pt[1];
+        continue;
+      }
       pts.push(pt);
       const keepFrom = now() - 86400000;
       while (pts.length > 2 && (pts[1][0] < keepFrom || pts.length > 50000)) pts.shift();
