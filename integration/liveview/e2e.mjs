@@ -48,7 +48,18 @@ const ctx = await chromium.launchPersistentContext(env('PROFILE_DIR'), {
 });
 const page = ctx.pages()[0] || await ctx.newPage();
 page.setDefaultTimeout(15000);
-page.on('pageerror', (e) => log('page error: ' + e.message));
+// Script errors and console errors (a CSP refusal, a module that failed to
+// load) fail the run: the panel must run clean. Failed requests are not:
+// the run provokes refusals (400, 403) and cuts the link on purpose.
+const pageErrors = [];
+page.on('pageerror', (e) => { pageErrors.push(e.message); log('page error: ' + e.message); });
+page.on('console', (m) => {
+  if (m.type() !== 'error') return;
+  const t = m.text();
+  if (/^Failed to load resource/.test(t)) return;
+  pageErrors.push(t);
+  log('console error: ' + t);
+});
 let shot = 0;
 const snap = async (name) => page.screenshot({ path: join(artifacts, `${String(++shot).padStart(2, '0')}-${name}.png`) });
 const card = (tag) => page.locator(`#widgets .w[data-tag="${tag}"]`);
@@ -408,6 +419,7 @@ try {
   check((await banner.locator('.rest').textContent()) === '1 active acknowledged · 1 shelved · 1 out of service', 'shelved not shown calmly in the banner');
   await snap('alarm-shelved');
   log('supervise: pressed, acknowledged and shelved');
+  check(pageErrors.length === 0, 'the page reported errors: ' + pageErrors.join('; '));
   await ctx.close();
   log('PASS');
   process.exit(0);
