@@ -380,6 +380,10 @@ func (e *Engine) DeliverMessage(_ context.Context, g auth.Grant, handler string,
 	if len(payload) == 0 || !json.Valid(payload) {
 		payload = json.RawMessage("null")
 	}
+	if n := nesting(payload); n >= MaxNesting { // the message holding it is one level more
+		return gateway.ScriptRun{}, true, fmt.Errorf("%w: message %s: the payload nests %d levels deep; a message nests at most %d levels, its payload %d",
+			gateway.ErrInvalid, handler, n, MaxNesting, MaxNesting-1)
+	}
 	m := target.base(TriggerMessage, time.Now())
 	m["handler"] = handler
 	m["sender"] = g.Principal

@@ -595,9 +595,21 @@ func (e *Engine) lookup(p string) (*tagState, bool) {
 	return st, ok
 }
 
+// reasonOutsidePrefixes is the one reason of a read or write refused for a
+// path outside the grant's prefixes.
+const reasonOutsidePrefixes = "path outside the allowed prefixes"
+
+// outsidePrefixes reports whether p, as a tag path (tagpath.Normalize),
+// lies outside g's prefixes. Read and Write check it before looking the
+// tag up, so a path outside them is refused the same way whether or not
+// the tag exists: prefixes cannot be used to probe which tags exist.
+func outsidePrefixes(g auth.Grant, p string) bool {
+	return !g.AllowsPath(tagpath.Normalize(p))
+}
+
 // Progress returns when a scan last completed (Start counts as progress).
-// The systemd watchdog pings only while this moves (docs/architecture.md, hard-won
-// rules: the watchdog proves progress).
+// The systemd watchdog pings only while this moves (docs/architecture.md, rules from
+// the field: the watchdog proves progress).
 func (e *Engine) Progress() time.Time { return time.Unix(0, e.progress.Load()) }
 
 // Stats returns the number of completed scans and of scans that overran
@@ -627,9 +639,10 @@ type TagInfo struct {
 	Current    value.VQT
 }
 
-// Read returns the current VQT of each path, in order: an unknown path is
-// Bad_NodeIdUnknown, a path outside g's prefixes Bad_UserAccessDenied
-// (docs/project.md, Quality). It fails with a *auth.DeniedError when g lacks
+// Read returns the current VQT of each path, in order: a path outside g's
+// prefixes is Bad_UserAccessDenied whether or not the tag exists
+// (outsidePrefixes), an unknown path inside them Bad_NodeIdUnknown
+// (docs/values.md). It fails with a *auth.DeniedError when g lacks
 // tag:read.
 func (e *Engine) Read(g auth.Grant, paths []string) ([]Result, error) {
 	if err := g.RequireScope(auth.TagRead, "tag.read"); err != nil {
@@ -641,11 +654,13 @@ func (e *Engine) Read(g auth.Grant, paths []string) ([]Result, error) {
 	defer e.mu.RUnlock()
 	for i, p := range paths {
 		out[i].Path = p
+		if outsidePrefixes(g, p) {
+			out[i].VQT = value.Bad(value.BadUserAccessDenied, reasonOutsidePrefixes, now)
+			continue
+		}
 		switch st, ok := e.lookup(p); {
 		case !ok:
 			out[i].VQT = value.Bad(value.BadNodeIDUnknown, "unknown tag", now)
-		case !g.AllowsPath(st.tag.Path):
-			out[i].VQT = value.Bad(value.BadUserAccessDenied, "path outside the allowed prefixes", now)
 		default:
 			out[i].VQT = st.cur
 		}

@@ -100,12 +100,12 @@ func (e *Engine) writeOne(ctx context.Context, g auth.Grant, r WriteRequest, lev
 		e.audit(g, "tag.write.refused", r.Path, before, r.Value, q.String(), reason)
 		return res, writeOutcome{}
 	}
+	if outsidePrefixes(g, r.Path) { // before the lookup: no answer tells whether it exists
+		return refuse(value.BadUserAccessDenied, reasonOutsidePrefixes, nil)
+	}
 	st, ok := e.lookup(r.Path)
 	if !ok {
 		return refuse(value.BadNodeIDUnknown, "unknown tag", nil)
-	}
-	if !g.AllowsPath(st.tag.Path) {
-		return refuse(value.BadUserAccessDenied, "path outside the allowed prefixes", nil)
 	}
 	lvl, ok := levels[r.Path]
 	if !ok {

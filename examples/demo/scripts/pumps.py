@@ -11,9 +11,9 @@ def set_speed(args):
 def start(args):
     status = system.tag.write(["Line1/Pump/Running"], [True])[0]
     # "message" is what the panel shows when the button's script returns.
-    return {"written": status, "message": "Pump started" if status == "Good" else "Pump not started: " + status}
+    return {"written": status == "Good", "message": "Pump started" if status == "Good" else "Pump not started: " + status}
 
 
 def stop(args):
     status = system.tag.write(["Line1/Pump/Running"], [False])[0]
-    return {"written": status, "message": "Pump stopped" if status == "Good" else "Pump not stopped: " + status}
+    return {"written": status == "Good", "message": "Pump stopped" if status == "Good" else "Pump not stopped: " + status}
