@@ -53,12 +53,12 @@ func checkViews(p *config.Project) error {
 }
 
 // parseViews parses the project's views (api/liveview's shape) against its
-// tags (their units) and the entries each script lets a panel start; the
+// tags (their units, types, descriptions and devices) and the entries each script lets a panel start; the
 // error names the file, the view and the line.
 func parseViews(p *config.Project) ([]apitypes.View, error) {
-	lp := liveview.Project{Tags: map[string]string{}, Entries: map[string][]string{}}
+	lp := liveview.Project{Tags: map[string]liveview.Tag{}, Entries: map[string][]string{}}
 	for _, t := range p.Tags {
-		lp.Tags[t.Path] = t.Units
+		lp.Tags[t.Path] = liveview.Tag{Units: t.Units, Type: t.Type, Description: t.Description, Device: t.Device}
 	}
 	for _, sc := range p.Scripts {
 		lp.Entries[sc.Module] = append([]string{}, sc.LiveView...)
