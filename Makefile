@@ -172,3 +172,10 @@ bench-flows: deps build
 bench: bench-alarms
 bench-alarms: deps build
 	PYTHON_PATH=$(PYTHON) bench/alarms/run.sh
+# Whole-process benchmarks of issue 18 (bench/README.md): the real qubiqd
+# measured from /proc by bench/harness. Every run.sh records its lines in
+# build/bench/results.json (bench/record.sh).
+.PHONY: bench-footprint
+bench: bench-footprint
+bench-footprint: deps build
+	PYTHON_PATH=$(PYTHON) QUBIQ_BIN=$(CURDIR)/$(BIN) bench/footprint/run.sh
