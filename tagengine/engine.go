@@ -134,6 +134,8 @@ type group struct {
 	tags       []*tagState
 	points     []device.Point
 	kick       chan struct{}
+	// changes and hist are apply's buffers, reused from scan to scan.
+	changes, hist []Change
 }
 
 // Engine holds the tags and their current values. Create it with New, start
@@ -146,8 +148,11 @@ type Engine struct {
 	order   []string
 	groups  []*group
 
-	mu   sync.RWMutex // guards tagState.cur and .dirty
-	subs *subRegistry // shared with the engine's successor (TakeOver)
+	mu sync.RWMutex // guards tagState.cur and .dirty
+
+	flushMu  sync.Mutex           // one flush at a time
+	flushBuf map[string]value.VQT // flush's map, reused
+	subs     *subRegistry         // shared with the engine's successor (TakeOver)
 
 	// retired is set when a successor took over (TakeOver): a change a
 	// driver still pushes into this engine is not published.
@@ -172,11 +177,6 @@ type subRegistry struct {
 	next int
 	m    map[int]*subscriber
 	hist map[int]*subscriber // SubscribeHistory
-}
-
-type subscriber struct {
-	ch      chan Change
-	dropped atomic.Uint64
 }
 
 // New builds an engine over the devices (by name) and tags. Each tag must
@@ -358,8 +358,11 @@ func (e *Engine) scanLoop(ctx context.Context, g *group) {
 	}
 }
 
+// apply takes one scan's values for g's tags. Only g's scan loop calls it,
+// so the group's change buffers are reused from scan to scan (subscribers
+// copy what they keep).
 func (e *Engine) apply(g *group, vals []value.VQT) {
-	var changes []Change
+	changes := g.changes[:0]
 	e.mu.Lock()
 	for i, st := range g.tags {
 		if i >= len(vals) {
@@ -371,8 +374,10 @@ func (e *Engine) apply(g *group, vals []value.VQT) {
 	}
 	e.mu.Unlock()
 	if len(changes) > 0 {
-		e.publish(changes)
+		g.hist = e.publishInto(changes, g.hist[:0])
 	}
+	clear(changes) // keep no values alive between scans
+	g.changes = changes
 }
 
 // applyOne takes one pushed change (a monitored item) for the i-th tag of g.
@@ -471,11 +476,14 @@ func nonFinite(v value.VQT, raw value.Value, pass bool) value.VQT {
 
 // publish hands changes to the subscribers, and those that pass their
 // tag's history policy to the history subscribers.
-func (e *Engine) publish(changes []Change) {
+func (e *Engine) publish(changes []Change) { e.publishInto(changes, nil) }
+
+// publishInto is publish with hist as the room for the changes that go to
+// history; it returns hist emptied, for reuse.
+func (e *Engine) publishInto(changes, hist []Change) []Change {
 	if e.retired.Load() {
-		return
+		return hist
 	}
-	var hist []Change
 	for _, c := range changes {
 		if c.record {
 			hist = append(hist, c)
@@ -487,15 +495,17 @@ func (e *Engine) publish(changes []Change) {
 	e.subs.Lock()
 	defer e.subs.Unlock()
 	for _, s := range e.subs.m {
-		for _, c := range changes {
-			select {
-			case s.ch <- c:
-			default:
-				if s.dropped.Add(1) == 1 {
-					e.log.Warn("subscriber queue full; changes dropped and counted")
-				}
-			}
-		}
+		e.offer(s, changes)
+	}
+	clear(hist)
+	return hist[:0]
+}
+
+// offer hands changes to s, counting (and logging at the first) what did
+// not fit.
+func (e *Engine) offer(s *subscriber, changes []Change) {
+	if lost := s.offer(changes); lost > 0 && s.dropped.Add(uint64(lost)) == uint64(lost) {
+		e.log.Warn(s.warn)
 	}
 }
 
@@ -504,7 +514,7 @@ func (e *Engine) publish(changes []Change) {
 // loses changes; the count is returned by the dropped function (DESIGN.md:
 // never dropped silently).
 func (e *Engine) Subscribe(buf int) (ch <-chan Change, dropped func() uint64, cancel func()) {
-	s := &subscriber{ch: make(chan Change, buf)}
+	s := newSubscriber(buf, "subscriber queue full; changes dropped and counted")
 	e.subs.Lock()
 	id := e.subs.next
 	e.subs.next++
@@ -514,6 +524,7 @@ func (e *Engine) Subscribe(buf int) (ch <-chan Change, dropped func() uint64, ca
 		e.subs.Lock()
 		delete(e.subs.m, id)
 		e.subs.Unlock()
+		s.close()
 	}
 }
 
@@ -542,8 +553,14 @@ func (e *Engine) flush() error {
 	if e.cfg.LastValues == nil {
 		return nil
 	}
+	e.flushMu.Lock()
+	defer e.flushMu.Unlock()
+	if e.flushBuf == nil {
+		e.flushBuf = map[string]value.VQT{}
+	}
+	vals := e.flushBuf
+	defer clear(vals) // reused by the next flush; SaveLastValues keeps none of it
 	e.mu.Lock()
-	vals := map[string]value.VQT{}
 	for p, st := range e.tags {
 		if st.dirty && st.cur.Value != nil {
 			vals[p] = st.cur

@@ -97,7 +97,7 @@ func (e *Engine) forceHistory() {
 // policy never appear. Like Subscribe, it outlives a project reload
 // (TakeOver).
 func (e *Engine) SubscribeHistory(buf int) (ch <-chan Change, dropped func() uint64, cancel func()) {
-	s := &subscriber{ch: make(chan Change, buf)}
+	s := newSubscriber(buf, "history queue full; samples dropped and counted")
 	e.subs.Lock()
 	id := e.subs.next
 	e.subs.next++
@@ -107,6 +107,7 @@ func (e *Engine) SubscribeHistory(buf int) (ch <-chan Change, dropped func() uin
 		e.subs.Lock()
 		delete(e.subs.hist, id)
 		e.subs.Unlock()
+		s.close()
 	}
 }
 
@@ -121,14 +122,6 @@ func (e *Engine) publishHistory(changes []Change) {
 	e.subs.Lock()
 	defer e.subs.Unlock()
 	for _, s := range e.subs.hist {
-		for _, c := range changes {
-			select {
-			case s.ch <- c:
-			default:
-				if s.dropped.Add(1) == 1 {
-					e.log.Warn("history queue full; samples dropped and counted")
-				}
-			}
-		}
+		e.offer(s, changes)
 	}
 }

@@ -1,0 +1,79 @@
+package tagengine
+
+import (
+	"strconv"
+	"testing"
+	"time"
+)
+
+func changesN(from, n int) []Change {
+	out := make([]Change, n)
+	for i := range out {
+		out[i] = Change{Path: strconv.Itoa(from + i)}
+	}
+	return out
+}
+
+// A subscriber holds about buf pending changes (the channel's handoff
+// plus the queue), drops and counts the rest, and delivers what it kept in
+// order; once drained, new changes go straight into the channel again.
+func TestSubscriber_BoundedOrderedCounted(t *testing.T) {
+	s := newSubscriber(200, "full")
+	defer s.close()
+	if lost := s.offer(changesN(0, 1000)); lost != 800 {
+		t.Fatalf("lost %d of 1000 offered to a subscriber of 200, want 800", lost)
+	}
+	for i := range 200 {
+		select {
+		case c := <-s.ch:
+			if c.Path != strconv.Itoa(i) {
+				t.Fatalf("change %d is %s: order not kept", i, c.Path)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("only %d of the 200 kept changes delivered", i)
+		}
+	}
+	select {
+	case c := <-s.ch:
+		t.Fatalf("change %s delivered beyond the bound", c.Path)
+	default:
+	}
+	// Drained (the pump is idle once the queue is empty): offer delivers
+	// directly again, before it returns.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.mu.Lock()
+		idle := !s.pumping && len(s.q) == 0
+		s.mu.Unlock()
+		if idle {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the pump never went idle")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if lost := s.offer(changesN(5000, 3)); lost != 0 {
+		t.Fatalf("lost %d of 3 offered to an empty subscriber", lost)
+	}
+	for i := range 3 {
+		select {
+		case c := <-s.ch:
+			if c.Path != strconv.Itoa(5000+i) {
+				t.Fatalf("got %s, want %d", c.Path, 5000+i)
+			}
+		default:
+			t.Fatalf("change %d not in the channel when offer returned", 5000+i)
+		}
+	}
+}
+
+// The queue holds only what waits: a subscription of 65,536 that never
+// had a burst holds no queue, and its channel is the handoff's size.
+func TestSubscriber_MemoryFollowsWhatWaits(t *testing.T) {
+	s := newSubscriber(65536, "full")
+	defer s.close()
+	if cap(s.ch) != handoff || cap(s.q) != 0 {
+		t.Fatalf("channel room %d, queue room %d; want %d and 0", cap(s.ch), cap(s.q), handoff)
+	}
+}
