@@ -87,7 +87,14 @@ func benchCeiling(b *testing.B, changing bool) {
 			}
 		}
 	})
-	defer func() { close(stop); wg.Wait(); cancelH(); cancelW(); cancelF(); _ = sink }()
+	defer func() {
+		close(stop)
+		wg.Wait()
+		cancelH()
+		cancelW()
+		cancelF()
+		_ = sink
+	}()
 	perScan := int64(2*ceilingTags + ceilingTags/10) // two subscribers get all, history a tenth
 	e.apply(g, vals[0])                              // the first scan makes every tag Good
 	for received.Load() < perScan {
