@@ -79,7 +79,7 @@ test-long: deps
 bench: bench-modbus bench-api bench-sandbox bench-opcua
 
 bench-modbus: deps build
-	bench/modbus/run.sh
+	PYTHON_PATH=$(PYTHON) QUBIQ_BIN=$(CURDIR)/$(BIN) bench/modbus/run.sh
 
 bench-api: deps build
 	PYTHON_PATH=$(PYTHON) bench/api/run.sh
@@ -179,3 +179,9 @@ bench-alarms: deps build
 bench: bench-footprint
 bench-footprint: deps build
 	PYTHON_PATH=$(PYTHON) QUBIQ_BIN=$(CURDIR)/$(BIN) bench/footprint/run.sh
+.PHONY: bench-devices bench-engine
+bench: bench-devices bench-engine
+bench-devices: deps build
+	PYTHON_PATH=$(PYTHON) QUBIQ_BIN=$(CURDIR)/$(BIN) bench/devices/run.sh
+bench-engine: deps
+	bench/engine/run.sh

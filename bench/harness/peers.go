@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -49,7 +51,9 @@ type Server struct {
 	PID   int
 	Ports []string // one per device
 	cmd   *exec.Cmd
-	stdin interface{ Close() error }
+	stdin io.WriteCloser
+	out   *bufio.Reader
+	mu    sync.Mutex
 }
 
 // FastModbus starts bench/cmd/fastmodbus with ports listeners (static:
@@ -68,14 +72,33 @@ func FastModbus(t testing.TB, ports int, static bool) *Server {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start fastmodbus: %v", err)
 	}
-	s := &Server{PID: cmd.Process.Pid, cmd: cmd, stdin: stdin}
+	s := &Server{PID: cmd.Process.Pid, cmd: cmd, stdin: stdin, out: bufio.NewReader(stdout)}
 	t.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
-	line, err := bufio.NewReader(stdout).ReadString('\n')
+	line, err := s.out.ReadString('\n')
 	if err != nil || !strings.HasPrefix(line, "READY ") {
 		t.Fatalf("fastmodbus: not ready: %q %v", line, err)
 	}
 	s.Ports = strings.Split(strings.TrimSpace(strings.TrimPrefix(line, "READY ")), ",")
 	return s
+}
+
+// Requests returns how many requests the server has answered (-1 when
+// it does not say).
+func (s *Server) Requests() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.stdin.Write([]byte("n\n")); err != nil {
+		return -1
+	}
+	line, err := s.out.ReadString('\n')
+	if err != nil {
+		return -1
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
+	if err != nil {
+		return -1
+	}
+	return n
 }
 
 // CPU returns the server's CPU seconds so far.

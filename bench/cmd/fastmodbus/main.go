@@ -6,7 +6,8 @@
 // i reads as uint16(i*7 + s) where s counts the seconds since start, so
 // every value changes once per second (-static: never). Coils and
 // discrete inputs read as zero; writes are stored and acknowledged. It
-// prints "READY port,port,..." on stdout when it listens and runs until
+// prints "READY port,port,..." on stdout when it listens, answers each
+// line on stdin with the number of requests served so far, and runs until
 // stdin closes or it is killed. No allocation per request: one buffer per
 // connection.
 package main
@@ -28,8 +29,9 @@ var (
 	static = flag.Bool("static", false, "values never change")
 	nPorts = flag.Int("ports", 1, "loopback ports to listen on, one device each")
 
-	written [65536]atomic.Int32 // -1: not written; else the value written
-	start   = time.Now()
+	written  [65536]atomic.Int32 // -1: not written; else the value written
+	start    = time.Now()
+	requests atomic.Int64
 )
 
 func main() {
@@ -48,7 +50,10 @@ func main() {
 		go accept(ln)
 	}
 	os.Stdout.WriteString("READY " + strings.Join(ports, ",") + "\n")
-	_, _ = io.Copy(io.Discard, os.Stdin) // until the harness closes stdin
+	sc := bufio.NewScanner(os.Stdin) // until the harness closes stdin
+	for sc.Scan() {
+		os.Stdout.WriteString(strconv.FormatInt(requests.Load(), 10) + "\n")
+	}
 }
 
 func accept(ln net.Listener) {
@@ -87,6 +92,7 @@ func serve(c net.Conn) {
 		if _, err := io.ReadFull(r, in[7:6+n]); err != nil {
 			return
 		}
+		requests.Add(1)
 		pdu := in[7 : 6+n]
 		copy(out[:7], in[:7])
 		resp := answer(pdu, out[7:])
