@@ -58,23 +58,27 @@ func project(ports []string, devices int) string {
 func noderedFlows(ports []string, devices int) []map[string]any {
 	flows := []map[string]any{
 		{"id": "tab", "type": "tab", "label": "bench"},
-		{"id": "count", "type": "function", "z": "tab", "name": "count", "outputs": 1, "wires": [][]string{{}},
+		{"id": "bench_count", "type": "function", "z": "tab", "name": "count messages", "outputs": 1, "wires": [][]string{{}},
 			"func": "context.n = (context.n || 0) + 1;\nreturn null;"},
 	}
 	for d := range devices {
 		client := fmt.Sprintf("client%03d", d)
 		flows = append(flows, harness.ModbusClientNode(client, fmt.Sprintf("device %03d", d), "127.0.0.1", ports[d]))
 		for i, bl := range blocks() {
-			flows = append(flows, harness.ModbusReadNode(fmt.Sprintf("read%03d_%02d", d, i), "tab", client, bl[0], bl[1], "count"))
+			flows = append(flows, harness.ModbusReadNode(fmt.Sprintf("read%03d_%02d", d, i), "tab", client, bl[0], bl[1], "bench_count"))
 		}
 	}
 	return flows
 }
 
-// warm waits until the server answered want requests more than at from.
-func warm(t *testing.T, srv *harness.Server, from, want int64, what string) {
+// warm waits until the server answered want requests more than at from
+// (alive says why not when the client died).
+func warm(t *testing.T, srv *harness.Server, from, want int64, what string, alive func() error) {
 	deadline := time.Now().Add(120 * time.Second)
 	for srv.Requests()-from < want {
+		if err := alive(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: %d requests in 120 s, want %d", what, srv.Requests()-from, want)
 		}
@@ -106,14 +110,16 @@ func TestBenchDevices(t *testing.T) {
 
 	r0 := srv.Requests()
 	d := harness.Start(t, harness.Options{Project: project(srv.Ports, devices)})
-	warm(t, srv, r0, warmScans*perScan, "qubiqd")
+	warm(t, srv, r0, warmScans*perScan, "qubiqd", func() error { return nil })
+	profiled := harness.ProfileWindow(t, d, "qubiqd", dur)
 	ours := window(srv, d.PID, dur)
+	profiled()
 	ready := d.Ready
 	d.Stop()
 
 	r0 = srv.Requests()
 	n := harness.StartNodeRED(t, noderedFlows(srv.Ports, devices))
-	warm(t, srv, r0, warmScans*perScan, "Node-RED")
+	warm(t, srv, r0, warmScans*perScan, "Node-RED", n.Exited)
 	red := window(srv, n.PID, dur)
 	n.Stop()
 

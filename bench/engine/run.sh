@@ -5,9 +5,8 @@
 # line `bench-engine: key=value ...` on stdout; everything else goes to
 # stderr. See bench/README.md.
 #
-# Environment: BENCH_BENCHTIME (go test -benchtime, default 3s),
-# BENCH_CPUPROFILE=FILE (a CPU profile of the Go benchmark; make
-# profile-engine sets it).
+# Environment: BENCH_BENCHTIME (go test -benchtime, default 3s). make
+# profile-engine takes a CPU profile of the Go benchmark.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 nodered="$(bench/nodered.sh)"

@@ -105,7 +105,7 @@ func run(t *testing.T, src string, n int, warm, window time.Duration) result {
 		ports = srv.Ports
 	}
 	dir := t.TempDir()
-	opts := harness.Options{Dir: dir, Project: project(src, n, ports), Profile: os.Getenv("BENCH_PROFILE") != ""}
+	opts := harness.Options{Dir: dir, Project: project(src, n, ports)}
 	var r result
 	d := harness.Start(t, opts)
 	r.firstReadyMS = float64(d.Ready.Microseconds()) / 1000
@@ -121,19 +121,11 @@ func run(t *testing.T, src string, n int, warm, window time.Duration) result {
 	if srv != nil {
 		srv0 = srv.CPU()
 	}
-	profiled := make(chan struct{})
-	if prof := os.Getenv("BENCH_PROFILE"); prof != "" && d.Pprof != "" {
-		go func() {
-			defer close(profiled)
-			harness.Profile(t, d.Pprof, fmt.Sprintf("%s-%s-%dk", prof, src, n/1000), window-2*time.Second)
-		}()
-	} else {
-		close(profiled)
-	}
+	profiled := harness.ProfileWindow(t, d, fmt.Sprintf("%s-%dk", src, n/1000), window)
 	s := harness.Sample(d.PID, 250*time.Millisecond)
 	time.Sleep(window)
 	w := s.Stop()
-	<-profiled
+	profiled()
 	if srv != nil {
 		r.serverCPUPct = 100 * (srv.CPU() - srv0) / w.Seconds
 	}

@@ -38,9 +38,9 @@ type Options struct {
 	Pin    string            // taskset CPU list; default "0", "-" for none
 	Env    []string          // added to the environment
 	Files  map[string]string // more files in Dir (scripts), name → content
-	// Profile, when set, starts the daemon with QUBIQ_BENCH_PPROF on a free
-	// loopback port (a binary built with -tags benchprofile serves pprof
-	// there; make profile-NAME builds one).
+	// Profile, when set (or when BENCH_PROFILE is), starts the daemon with
+	// QUBIQ_BENCH_PPROF on a free loopback port (a binary built with -tags
+	// benchprofile serves pprof there; make profile-NAME builds one).
 	Profile bool
 }
 
@@ -137,7 +137,7 @@ func Start(t testing.TB, o Options) *Daemon {
 	cmd.Dir = o.Dir
 	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sock)
 	cmd.Env = append(cmd.Env, o.Env...)
-	if o.Profile {
+	if o.Profile || os.Getenv("BENCH_PROFILE") != "" {
 		d.Pprof = fmt.Sprintf("127.0.0.1:%d", FreePort(t))
 		cmd.Env = append(cmd.Env, "QUBIQ_BENCH_PPROF="+d.Pprof)
 	}

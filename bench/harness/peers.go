@@ -126,13 +126,31 @@ func NodeREDDir(t testing.TB) string {
 
 // NodeRED is one Node-RED process started by StartNodeRED.
 type NodeRED struct {
-	PID int
-	Log string
-	cmd *exec.Cmd
+	PID  int
+	Log  string
+	cmd  *exec.Cmd
+	done chan struct{} // closed when the process exited
+}
+
+// Exited returns an error with the end of its log when Node-RED is no
+// longer running, else nil.
+func (n *NodeRED) Exited() error {
+	select {
+	case <-n.done:
+		b, _ := os.ReadFile(n.Log)
+		if len(b) > 3000 {
+			b = b[len(b)-3000:]
+		}
+		return fmt.Errorf("Node-RED exited; its log:\n%s", b)
+	default:
+		return nil
+	}
 }
 
 // StartNodeRED runs Node-RED headless (no editor, no HTTP nodes) over
-// flows, pinned to core 0; t.Cleanup stops it.
+// flows, pinned to core 0; t.Cleanup stops it. Node-RED takes a node whose
+// name equals another node's id for a reference to it: keep names and ids
+// apart.
 func StartNodeRED(t testing.TB, flows []map[string]any) *NodeRED {
 	t.Helper()
 	install := NodeREDDir(t)
@@ -164,6 +182,8 @@ func StartNodeRED(t testing.TB, flows []map[string]any) *NodeRED {
 	}
 	logf.Close()
 	n.PID = cmd.Process.Pid
+	n.done = make(chan struct{})
+	go func() { _ = cmd.Wait(); close(n.done) }()
 	t.Cleanup(n.Stop)
 	return n
 }
@@ -176,13 +196,11 @@ func (n *NodeRED) Stop() {
 	cmd := n.cmd
 	n.cmd = nil
 	_ = cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-n.done:
 	case <-time.After(10 * time.Second):
 		_ = cmd.Process.Kill()
-		<-done
+		<-n.done
 	}
 }
 

@@ -53,3 +53,20 @@ func Profile(t testing.TB, addr, name string, dur time.Duration) {
 	get(fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(dur.Seconds())), name+".cpu.pprof")
 	get("/debug/pprof/heap?gc=1", name+".heap.pprof")
 }
+
+// ProfileWindow starts Profile of the daemon for dur in the background
+// when the benchmark runs with BENCH_PROFILE=NAME (make profile-NAME) and
+// the daemon serves pprof, naming the files NAME-what; the returned
+// function waits for it. Without BENCH_PROFILE it does nothing.
+func ProfileWindow(t testing.TB, d *Daemon, what string, dur time.Duration) (wait func()) {
+	prof := os.Getenv("BENCH_PROFILE")
+	if prof == "" || d.Pprof == "" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Profile(t, d.Pprof, prof+"-"+what, max(dur-2*time.Second, time.Second))
+	}()
+	return func() { <-done }
+}

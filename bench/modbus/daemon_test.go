@@ -49,9 +49,11 @@ func daemon(t *testing.T, l Layout, proxy *countingProxy, srv server, fig map[st
 	}
 	time.Sleep(2 * time.Second)
 	req1, py0 := proxy.requests.Load(), procCPU(t, srv.pid)
+	profiled := harness.ProfileWindow(t, d, "qubiqd", time.Duration(nScans)*period)
 	s := harness.Sample(d.PID, 250*time.Millisecond)
 	time.Sleep(time.Duration(nScans) * period)
 	w := s.Stop()
+	profiled()
 	fig["requests_per_scan"] = float64(proxy.requests.Load()-req1) / float64(nScans)
 	fig["pymodbus_cpu_s_daemon"] = procCPU(t, srv.pid) - py0
 	fig["cpu_s"] = w.TreeCPU

@@ -29,7 +29,8 @@ trap 'rm -f "$log"' EXIT
 go test -tags bench -c -o "$log.test" ./bench/sandbox >&2
 trap 'rm -f "$log" "$log.test"' EXIT
 PYTHON_PATH="${PYTHON_PATH:-$(readlink -f /usr/bin/python3)}" BENCH_RUNS="${BENCH_RUNS:-3}" \
-	"${pin[@]}" "$log.test" -test.run '^TestBenchSandbox$' -test.count=1 -test.v -test.timeout 20m 2>&1 | tee "$log" >&2
+	"${pin[@]}" "$log.test" -test.run '^TestBenchSandbox$' -test.count=1 -test.v -test.timeout 20m \
+	${BENCH_CPUPROFILE:+-test.cpuprofile "$BENCH_CPUPROFILE"} 2>&1 | tee "$log" >&2
 result="$(grep '^bench-sandbox: ' "$log" | tail -n 1)"
 if [ -z "$result" ]; then
 	echo "bench-sandbox: no result line" >&2
