@@ -134,8 +134,8 @@ type group struct {
 	tags       []*tagState
 	points     []device.Point
 	kick       chan struct{}
-	// changes and hist are apply's buffers, reused from scan to scan.
-	changes, hist []Change
+	// changes is apply's scratch buffer, reused from scan to scan.
+	changes []Change
 }
 
 // Engine holds the tags and their current values. Create it with New, start
@@ -358,9 +358,9 @@ func (e *Engine) scanLoop(ctx context.Context, g *group) {
 	}
 }
 
-// apply takes one scan's values for g's tags. Only g's scan loop calls it,
-// so the group's change buffers are reused from scan to scan (subscribers
-// copy what they keep).
+// apply takes one scan's values for g's tags. Only g's scan loop calls it:
+// the changes are gathered in the group's scratch buffer, reused from scan
+// to scan, and published as one batch (publish).
 func (e *Engine) apply(g *group, vals []value.VQT) {
 	changes := g.changes[:0]
 	e.mu.Lock()
@@ -374,7 +374,7 @@ func (e *Engine) apply(g *group, vals []value.VQT) {
 	}
 	e.mu.Unlock()
 	if len(changes) > 0 {
-		g.hist = e.publishInto(changes, g.hist[:0])
+		e.publish(changes)
 	}
 	clear(changes) // keep no values alive between scans
 	g.changes = changes
@@ -476,35 +476,41 @@ func nonFinite(v value.VQT, raw value.Value, pass bool) value.VQT {
 
 // publish hands changes to the subscribers, and those that pass their
 // tag's history policy to the history subscribers.
-func (e *Engine) publish(changes []Change) { e.publishInto(changes, nil) }
-
-// publishInto is publish with hist as the room for the changes that go to
-// history; it returns hist emptied, for reuse.
-func (e *Engine) publishInto(changes, hist []Change) []Change {
+// They are copied into a pooled batch the subscribers share (fanout.go);
+// the caller keeps changes.
+func (e *Engine) publish(changes []Change) {
 	if e.retired.Load() {
-		return hist
+		return
 	}
-	for _, c := range changes {
-		if c.record {
-			hist = append(hist, c)
+	n := 0
+	for i := range changes {
+		if changes[i].record {
+			n++
 		}
 	}
-	if len(hist) > 0 {
-		e.publishHistory(hist)
+	if n > 0 {
+		hb := newBatch(nil)
+		for _, c := range changes {
+			if c.record {
+				hb.c = append(hb.c, c)
+			}
+		}
+		e.publishHistory(hb)
+		hb.release()
 	}
+	b := newBatch(changes)
 	e.subs.Lock()
-	defer e.subs.Unlock()
 	for _, s := range e.subs.m {
-		e.offer(s, changes)
+		e.offer(s, b)
 	}
-	clear(hist)
-	return hist[:0]
+	e.subs.Unlock()
+	b.release()
 }
 
 // offer hands changes to s, counting (and logging at the first) what did
 // not fit.
-func (e *Engine) offer(s *subscriber, changes []Change) {
-	if lost := s.offer(changes); lost > 0 && s.dropped.Add(uint64(lost)) == uint64(lost) {
+func (e *Engine) offer(s *subscriber, b *batch) {
+	if lost := s.offer(b); lost > 0 && s.dropped.Add(uint64(lost)) == uint64(lost) {
 		e.log.Warn(s.warn)
 	}
 }

@@ -6,27 +6,67 @@ import (
 )
 
 // handoff is the room of a subscriber's channel itself. What waits beyond
-// it waits in the subscriber's queue, which holds only what is pending and
-// grows up to the subscription's bound: a channel of the whole bound would
-// hold its memory for as long as the subscription lives (65,536 changes of
-// ~120 bytes are 7.5 MiB per subscriber, used or not).
+// it waits in the subscriber's queue, which holds only what is pending, up
+// to the subscription's bound: a channel of the whole bound would hold its
+// memory for as long as the subscription lives (65,536 changes of ~130
+// bytes are 8 MiB per subscriber, used or not).
 const handoff = 64
 
-// subscriber is one subscription: publish appends to q (bounded by limit,
-// the rest dropped and counted) and a pump goroutine moves q into ch, in
-// order, as fast as the consumer takes them.
+// batch is one published set of changes (one scan's), shared by every
+// subscriber that queues part of it and never written while shared. It is
+// counted: publish holds one reference, each queued part another, and the
+// last release returns it to batchPool, so a steady scan allocates none.
+type batch struct {
+	c    []Change
+	refs atomic.Int32
+}
+
+var batchPool = sync.Pool{New: func() any { return new(batch) }}
+
+// newBatch returns a batch holding a copy of cs, with one reference.
+func newBatch(cs []Change) *batch {
+	b := batchPool.Get().(*batch)
+	b.c = append(b.c[:0], cs...)
+	b.refs.Store(1)
+	return b
+}
+
+func (b *batch) release() {
+	if b.refs.Add(-1) != 0 {
+		return
+	}
+	clear(b.c) // no values kept alive in the pool
+	if cap(b.c) > 1<<17 {
+		return // an outsized burst: let it go
+	}
+	b.c = b.c[:0]
+	batchPool.Put(b)
+}
+
+// part is the queued rest of a batch.
+type part struct {
+	b  *batch
+	cs []Change // a view of b.c
+}
+
+// subscriber is one subscription: publish offers it each batch of changes
+// (one scan's), which it sends straight into ch while nothing waits, and
+// otherwise queues, by reference: a burst is held once, however many
+// subscribers wait on it. A pump goroutine moves the queue into ch, in
+// order, as fast as the consumer takes them. Beyond limit pending changes
+// the rest of a batch is dropped and counted.
 type subscriber struct {
 	ch      chan Change
 	dropped atomic.Uint64
 	warn    string // logged at the first drop
 
-	mu    sync.Mutex
-	q     []Change
-	spare []Change // the pump's last batch, reused
+	mu      sync.Mutex
+	batches []part // waiting, oldest first
+	pending int        // changes in batches
+	limit   int        // the most changes batches hold
 	// pumping is set while the pump delivers a batch: offer must then
 	// queue behind it, not send past it.
 	pumping bool
-	limit   int // the most changes q holds
 	wake    chan struct{}
 	stop    chan struct{}
 	once    sync.Once
@@ -43,33 +83,37 @@ func newSubscriber(buf int, warn string) *subscriber {
 	return s
 }
 
-// offer hands changes to the subscriber and reports how many of them did
-// not fit. While nothing waits in the queue they go straight into the
+// offer hands a published batch to the subscriber and reports how many of
+// its changes did not fit. While nothing waits they go straight into the
 // channel, as far as it has room (delivered when offer returns); the rest,
-// and everything while the queue is not empty, waits in the queue, in
-// order.
-func (s *subscriber) offer(changes []Change) (lost int) {
+// and everything while something waits, is queued in order, holding a
+// reference to b.
+func (s *subscriber) offer(b *batch) (lost int) {
+	batch := b.c
 	s.mu.Lock()
-	if len(s.q) == 0 && !s.pumping {
+	if len(s.batches) == 0 && !s.pumping {
 		i := 0
 	direct:
-		for ; i < len(changes); i++ {
+		for ; i < len(batch); i++ {
 			select {
-			case s.ch <- changes[i]:
+			case s.ch <- batch[i]:
 			default:
 				break direct
 			}
 		}
-		changes = changes[i:]
+		batch = batch[i:]
 	}
-	room := s.limit - len(s.q)
-	if room < len(changes) {
-		lost = len(changes) - max(room, 0)
-		changes = changes[:max(room, 0)]
+	if room := s.limit - s.pending; room < len(batch) {
+		lost = len(batch) - max(room, 0)
+		batch = batch[:max(room, 0)]
 	}
-	s.q = append(s.q, changes...)
+	if len(batch) > 0 {
+		b.refs.Add(1)
+		s.batches = append(s.batches, part{b, batch})
+		s.pending += len(batch)
+	}
 	s.mu.Unlock()
-	if len(changes) > 0 {
+	if len(batch) > 0 {
 		select {
 		case s.wake <- struct{}{}:
 		default:
@@ -87,31 +131,27 @@ func (s *subscriber) pump() {
 		}
 		for {
 			s.mu.Lock()
-			batch := s.q
-			if len(batch) == 0 {
+			if len(s.batches) == 0 {
 				s.pumping = false
+				s.batches = nil // let a long queue's array go
 				s.mu.Unlock()
 				break
 			}
-			s.q = s.spare[:0]
-			s.spare = nil
+			p := s.batches[0]
+			s.batches[0] = part{}
+			s.batches = s.batches[1:]
 			s.pumping = true
 			s.mu.Unlock()
-			for _, c := range batch {
+			for _, c := range p.cs {
 				select {
 				case s.ch <- c:
 				case <-s.stop:
 					return
 				}
 			}
-			clear(batch) // no references kept to delivered values
-			// Keep the batch for reuse unless a burst made it much larger
-			// than what usually waits.
-			if cap(batch) > 4096 && cap(batch) > 4*len(batch) {
-				batch = nil
-			}
+			p.b.release()
 			s.mu.Lock()
-			s.spare = batch
+			s.pending -= len(p.cs)
 			s.mu.Unlock()
 		}
 	}

@@ -85,7 +85,9 @@ func (e *Engine) forceHistory() {
 	}
 	e.mu.Unlock()
 	if len(out) > 0 {
-		e.publishHistory(out)
+		b := newBatch(out)
+		e.publishHistory(b)
+		b.release()
 	}
 }
 
@@ -115,13 +117,15 @@ func (e *Engine) SubscribeHistory(buf int) (ch <-chan Change, dropped func() uin
 // (inside a history deadband), since New.
 func (e *Engine) HistorySkipped() uint64 { return e.histSkipped.Load() }
 
-func (e *Engine) publishHistory(changes []Change) {
+// publishHistory offers b to the history subscribers; the caller keeps
+// its reference.
+func (e *Engine) publishHistory(b *batch) {
 	if e.retired.Load() {
 		return
 	}
 	e.subs.Lock()
 	defer e.subs.Unlock()
 	for _, s := range e.subs.hist {
-		e.offer(s, changes)
+		e.offer(s, b)
 	}
 }

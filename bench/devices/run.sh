@@ -6,10 +6,13 @@
 # else goes to stderr. See bench/README.md.
 #
 # Environment: BENCH_DEVICES (default 100), BENCH_WINDOW_S (30),
+# BENCH_PEER=off (qubiqd only: to compare two builds quickly; its ratios
+# are then meaningless),
 # QUBIQ_BENCH_CACHE (default $HOME/.cache/qubiq-bench), QUBIQ_BIN.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-nodered="$(bench/nodered.sh)"
+nodered=""
+[ "${BENCH_PEER:-}" = off ] || nodered="$(bench/nodered.sh)"
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 QUBIQ_BENCH_NODERED="$nodered" \
