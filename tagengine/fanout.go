@@ -62,8 +62,8 @@ type subscriber struct {
 
 	mu      sync.Mutex
 	batches []part // waiting, oldest first
-	pending int        // changes in batches
-	limit   int        // the most changes batches hold
+	pending int    // changes in batches
+	limit   int    // the most changes batches hold
 	// pumping is set while the pump delivers a batch: offer must then
 	// queue behind it, not send past it.
 	pumping bool
