@@ -87,6 +87,7 @@ func inUse(t *testing.T, dir string) float64 {
 type result struct {
 	firstReadyMS, readyMS   float64
 	rss, rssMax, hwm, tree  float64 // MiB
+	anon, file              float64 // MiB, the steady RSS split
 	cpuPct, treeCPUPct      float64 // of one core
 	serverCPUPct            float64
 	growthMiBh, growthBytes float64
@@ -134,6 +135,7 @@ func run(t *testing.T, src string, n int, warm, window time.Duration) result {
 	ranFor := time.Since(ran).Seconds()
 	after := inUse(t, dir)
 	r.rss, r.rssMax, r.hwm, r.tree = w.RootRSS, w.RootRSSMax, w.RootHWM, w.PeakTreeRSS
+	r.anon, r.file = w.RootAnon, w.RootFile
 	r.cpuPct, r.treeCPUPct = 100*w.RootCPU/w.Seconds, 100*w.TreeCPU/w.Seconds
 	r.growthBytes = after - before
 	r.growthMiBh = r.growthBytes / ranFor * 3600 / (1 << 20)
@@ -179,6 +181,8 @@ func TestBenchFootprint(t *testing.T) {
 			f.Set(k+"ready_ms", r.readyMS)
 			detail.Set(k+"first_ready_ms", r.firstReadyMS)
 			detail.Set(k+"rss_max_mib", r.rssMax)
+			detail.Set(k+"anon_mib", r.anon)
+			detail.Set(k+"file_mib", r.file)
 			detail.Set(k+"tree_peak_mib", r.tree)
 			detail.Set(k+"tree_cpu_pct", r.treeCPUPct)
 			if src == "modbus" {

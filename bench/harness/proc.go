@@ -19,6 +19,10 @@ type ProcStat struct {
 	PID, PPID int
 	CPU       float64 // user + system CPU seconds of the process itself
 	RSS, HWM  float64 // VmRSS and VmHWM (peak RSS) in MiB
+	// Anon and File split RSS (MiB): anonymous memory (heap, stacks) and
+	// mapped files (the executable's pages, the store's mmap), which are
+	// page cache the kernel can reclaim and share.
+	Anon, File float64
 }
 
 // ReadProc reads /proc/PID/stat and /proc/PID/status; an error when the
@@ -58,6 +62,10 @@ func ReadProc(pid int) (ProcStat, error) {
 			ps.RSS = kb / 1024
 		case "VmHWM":
 			ps.HWM = kb / 1024
+		case "RssAnon":
+			ps.Anon = kb / 1024
+		case "RssFile":
+			ps.File = kb / 1024
 		}
 	}
 	return ps, nil
@@ -112,6 +120,8 @@ type Sampler struct {
 	mu       sync.Mutex
 	peakTree float64
 	rootRSS  []float64
+	rootAnon []float64
+	rootFile []float64
 	cpu0     float64
 	cpuRoot0 float64
 	start    time.Time
@@ -152,6 +162,8 @@ func (s *Sampler) take() {
 	s.mu.Lock()
 	s.peakTree = max(s.peakTree, sum)
 	s.rootRSS = append(s.rootRSS, tree[0].RSS)
+	s.rootAnon = append(s.rootAnon, tree[0].Anon)
+	s.rootFile = append(s.rootFile, tree[0].File)
 	s.mu.Unlock()
 }
 
@@ -164,6 +176,8 @@ type Window struct {
 	RootHWM     float64 // MiB, the root's VmHWM at Stop (since it started)
 	RootRSS     float64 // MiB, the median of the root's VmRSS samples
 	RootRSSMax  float64 // MiB, the largest root VmRSS sample in the window
+	RootAnon    float64 // MiB, the median of the root's RssAnon samples
+	RootFile    float64 // MiB, the median of the root's RssFile samples
 }
 
 // Stop ends sampling and returns the window.
@@ -180,6 +194,7 @@ func (s *Sampler) Stop() Window {
 	defer s.mu.Unlock()
 	w.PeakTreeRSS = s.peakTree
 	w.RootRSS = Median(s.rootRSS)
+	w.RootAnon, w.RootFile = Median(s.rootAnon), Median(s.rootFile)
 	for _, v := range s.rootRSS {
 		w.RootRSSMax = max(w.RootRSSMax, v)
 	}
