@@ -59,7 +59,9 @@ func goBench(t *testing.T) map[string]map[string]float64 {
 	return res
 }
 
-// noderedFlows: an inject starts gen_changed (every update a new value, so
+// noderedFlows: node ids are prefixed (b3_): Node-RED takes any string
+// property equal to a node's id (the RBE node's "func": "rbe") for a
+// reference to that node. An inject starts gen_changed (every update a new value, so
 // RBE passes all); at its END the consumer starts gen_unchanged (every
 // value repeats the last, so RBE drops all); at that END it reports.
 func noderedFlows() []map[string]any {
@@ -85,14 +87,14 @@ return null;`
 	// The first round of the unchanged phase carries the values of the
 	// changed phase's last round (r = 19: i + 0): RBE drops them all.
 	return []map[string]any{
-		{"id": "tab", "type": "tab", "label": "engine"},
-		{"id": "start", "type": "inject", "z": "tab", "name": "begin", "props": []map[string]string{{"p": "payload"}},
-			"repeat": "", "once": true, "onceDelay": "2", "topic": "", "payload": "", "payloadType": "date", "wires": [][]string{{"gen_changed"}}},
-		{"id": "gen_changed", "type": "function", "z": "tab", "name": "gen changed", "outputs": 1, "func": gen(true), "wires": [][]string{{"rbe"}}},
-		{"id": "gen_unchanged", "type": "function", "z": "tab", "name": "gen unchanged", "outputs": 1, "func": gen(false), "wires": [][]string{{"rbe"}}},
-		{"id": "rbe", "type": "rbe", "z": "tab", "name": "report by exception", "func": "rbe", "gap": "", "start": "", "inout": "out",
-			"septopics": true, "property": "payload", "topi": "topic", "wires": [][]string{{"count"}}},
-		{"id": "count", "type": "function", "z": "tab", "name": "consume", "outputs": 1, "func": count, "wires": [][]string{{"gen_unchanged"}}},
+		{"id": "b3_tab", "type": "tab", "label": "engine"},
+		{"id": "b3_start", "type": "inject", "z": "b3_tab", "name": "begin", "props": []map[string]string{{"p": "payload"}},
+			"repeat": "", "once": true, "onceDelay": "2", "topic": "", "payload": "", "payloadType": "date", "wires": [][]string{{"b3_gen_changed"}}},
+		{"id": "b3_gen_changed", "type": "function", "z": "b3_tab", "name": "gen changed", "outputs": 1, "func": gen(true), "wires": [][]string{{"b3_rbe"}}},
+		{"id": "b3_gen_unchanged", "type": "function", "z": "b3_tab", "name": "gen unchanged", "outputs": 1, "func": gen(false), "wires": [][]string{{"b3_rbe"}}},
+		{"id": "b3_rbe", "type": "rbe", "z": "b3_tab", "name": "report by exception", "func": "rbe", "gap": "", "start": "", "inout": "out",
+			"septopics": true, "property": "payload", "topi": "topic", "wires": [][]string{{"b3_consume"}}},
+		{"id": "b3_consume", "type": "function", "z": "b3_tab", "name": "consume", "outputs": 1, "func": count, "wires": [][]string{{"b3_gen_unchanged"}}},
 	}
 }
 
@@ -103,9 +105,7 @@ func nodered(t *testing.T) (changedMS, unchangedMS float64, changedN, unchangedN
 	re := regexp.MustCompile(`BENCH_DONE phase=(\d) ms=(\d+) n=(\d+)`)
 	deadline := time.Now().Add(180 * time.Second)
 	for time.Now().Before(deadline) {
-		if err := n.Exited(); err != nil {
-			t.Fatal(err)
-		}
+		exited := n.Exited() // read the log after: what it wrote before exiting counts
 		b, _ := os.ReadFile(n.Log)
 		ms := re.FindAllStringSubmatch(string(b), -1)
 		if len(ms) >= 2 {
@@ -114,6 +114,9 @@ func nodered(t *testing.T) (changedMS, unchangedMS float64, changedN, unchangedN
 			changedN, _ = strconv.Atoi(ms[0][3])
 			unchangedN, _ = strconv.Atoi(ms[1][3])
 			return
+		}
+		if exited != nil {
+			t.Fatal(exited)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
