@@ -40,6 +40,10 @@ type Deps struct {
 	// Refusals, when set, records every request the middleware refuses for
 	// a missing scope or permission (one audit record per refusal).
 	Refusals RefusalAuditor
+	// CredentialRefusals, when set, records every request refused for its
+	// bearer token (missing, unknown, revoked, expired), aggregated per
+	// client address and reason by the service.
+	CredentialRefusals CredentialRefusalAuditor
 	// Audit lists the audit log (GET /api/v1/audit, users_admin).
 	Audit AuditLog
 
@@ -87,7 +91,7 @@ type Deps struct {
 // from the panels (NewLiveView over gw's audit log). TLS stays for the
 // caller.
 func DepsFrom(gw gateway.Gateway, panels Panels) Deps {
-	return Deps{Refusals: gw, Audit: gw, Auth: gw, Tags: gw, Scripts: gw, APIKeys: gw, Health: gw, Devices: gw,
+	return Deps{Refusals: gw, CredentialRefusals: gw, Audit: gw, Auth: gw, Tags: gw, Scripts: gw, APIKeys: gw, Health: gw, Devices: gw,
 		Provision: gw, Sessions: gw, Users: gw, LiveView: NewLiveView(panels, gw), Live: gw, Data: gw,
 		Sandbox: gw, Project: gw, Certs: gw, ScriptCodes: gw, AuditSearch: gw, Alarms: gw}
 }
@@ -164,9 +168,15 @@ type RefusalAuditor interface {
 	AuditRefusal(ctx context.Context, g auth.Grant, target string, reason error)
 }
 
+// CredentialRefusalAuditor records a request refused for its credentials
+// (gateway.Audit.AuditCredentialRefusal). It must not block.
+type CredentialRefusalAuditor interface {
+	AuditCredentialRefusal(ctx context.Context, source, target, reason string)
+}
+
 // AuditLog lists audit records in commit order (gateway.Audit).
 type AuditLog interface {
-	AuditRecords(ctx context.Context, after uint64, limit int) ([]gateway.AuditRecord, error)
+	AuditRecords(ctx context.Context, after uint64, limit int, q gateway.AuditQuery) ([]gateway.AuditRecord, error)
 }
 
 // Data is the part of gateway.Data the data routes use (/db/named,

@@ -298,6 +298,7 @@ func (e *lvEnv) req(t *testing.T, method, path, body string, c *http.Cookie, hdr
 	var req *http.Request
 	if body != "" {
 		req = httptest.NewRequest(method, path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
 	} else {
 		req = httptest.NewRequest(method, path, nil)
 	}

@@ -1,5 +1,5 @@
 // Package config reads the daemon's YAML configuration and the project file
-// (DESIGN.md, "Daemon config (YAML)" and "Project file (YAML)"). Both are
+// (docs/config.md, "Daemon config (YAML)" and "Project file (YAML)"). Both are
 // decoded strictly: an unknown key is an error naming the key, the file and
 // the line. Relative paths are resolved against the directory of the file
 // that names them.
@@ -48,7 +48,7 @@ type HTTP struct {
 	TLS    yaml.Node `yaml:"tls"`
 }
 
-// Python configures the script workers (DESIGN.md, Daemon config, python).
+// Python configures the script workers (docs/config.md, Daemon config, python).
 type Python struct {
 	Path           string         `yaml:"path"`
 	Replicas       int            `yaml:"replicas"`
@@ -121,7 +121,7 @@ type MQTT struct {
 
 // Defaults, applied by LoadDaemon to keys the file leaves out. The worker
 // limits are the sandbox's own defaults (sandbox.DefaultMemoryMax ...; a
-// test keeps them equal): DESIGN.md, Daemon config, "limits are on by
+// test keeps them equal): docs/config.md, Daemon config, "limits are on by
 // default, and unlimited turns one off".
 const (
 	DefaultMemoryMax = 256 << 20
@@ -216,7 +216,7 @@ func LoadDaemon(path string) (*Daemon, error) {
 	return &d, nil
 }
 
-// checkTLS validates http.tls (DESIGN.md, Daemon config): off, auto, or a
+// checkTLS validates http.tls (docs/config.md, Daemon config): off, auto, or a
 // mapping of exactly cert and key (paths, relative to the config file; the
 // daemon loads them at start).
 func checkTLS(file string, n yaml.Node) error {

@@ -108,7 +108,7 @@ func (d DeviceConfig) LineOf(err error) int {
 	return d.Line
 }
 
-// TagConfig is one tag as written in the project file (DESIGN.md, Project
+// TagConfig is one tag as written in the project file (docs/project.md, Project
 // file; docs/values.md). Optional numbers are pointers: a key written as 0
 // (unit_id: 0, offset: 0, deadband: {absolute: 0}) is kept apart from an
 // absent one, in the project file, the tag CSV and the export alike.
@@ -167,7 +167,7 @@ const (
 	// MaxProjectBytes is the largest project document: 32 MiB.
 	MaxProjectBytes = 32 << 20
 	// MaxTagsPerProject is the most tags one project holds: 100,000 (the
-	// appliance's sizing, PERFORMANCE.md B10's largest case).
+	// appliance's sizing, bench/README.md, B10's largest case).
 	MaxTagsPerProject = 100000
 	// MaxTagsPerImport is the most rows one tag CSV or YAML import takes:
 	// 100,000 (a project's worth; the REST route's 16 MiB body holds them).

@@ -301,7 +301,7 @@ func csvError(err error) error {
 	return err
 }
 
-// ParseScale parses the CSV form of a tag's scale (DESIGN.md, Project file:
+// ParseScale parses the CSV form of a tag's scale (docs/project.md, Project file:
 // eng = raw × factor + offset): "factor" ("0.1"), "factor:offset"
 // ("0.1:-40", "0.1:0" keeps an offset of 0), ":offset" (an offset without
 // a factor), ":" (an empty scale) or "rawlo:rawhi:englo:enghi"

@@ -16,33 +16,29 @@ import (
 // The flow part: the flow engine over the service layer (package flow,
 // docs/flows.md).
 //
-// Wiring left for the supervisor link and alarms: when the mqtt part
+// Alarm transitions reach alarm triggers through the service layer
+// (flow.AlarmsFrom). Wiring left for the supervisor link: when the mqtt part
 // exists, pass its TopicSource and Publisher as flow.Options.Topics and
-// .Publisher (and set mqttWired's answer to true while the link is on);
-// when the alarm part exists, pass its AlarmSource as .Alarms. Until then
-// mqtt triggers, mqtt_publish nodes and alarm triggers are refused by
-// --check-config and by pushes, saying why (linkWhy).
+// .Publisher. Until then mqtt triggers and mqtt_publish nodes are refused
+// by --check-config and by pushes, saying why (linkWhy).
 
-// linkWhy says why flows cannot use the supervisor link and alarm
-// transitions in this build.
-func linkWhy(c *config.Daemon) (mqtt, alarms string) {
-	mqtt = "is not wired to the flows in this qubiqd yet"
+// linkWhy says why flows cannot use the supervisor link in this build.
+func linkWhy(c *config.Daemon) (mqtt string) {
 	if c == nil || len(c.MQTT.Brokers) == 0 {
-		mqtt = "is off (mqtt.brokers is empty)"
+		return "is off (mqtt.brokers is empty)"
 	}
-	return mqtt, "are not delivered to the flows by this qubiqd yet (no alarm part)"
+	return "is not wired to the flows in this qubiqd yet"
 }
 
 // buildFlows makes the flow engine over the service layer, and hands it to
 // the service for message triggers and health.
 func (s *System) buildFlows(context.Context) error {
 	p := s.svc.Project()
-	mqttWhy, alarmsWhy := linkWhy(s.cfg)
 	e, err := flow.New(flow.Options{
 		Gateway:      s.svc,
 		Store:        s.db,
-		MQTTWhy:      mqttWhy,
-		AlarmsWhy:    alarmsWhy,
+		MQTTWhy:      linkWhy(s.cfg),
+		Alarms:       flow.AlarmsFrom(s.svc),
 		ProjectFile:  p.File,
 		ProjectDir:   filepath.Dir(p.File),
 		ProjectFlows: p.Flows,
@@ -80,9 +76,8 @@ var topDefRe = regexp.MustCompile(`(?m)^def\s+([A-Za-z][A-Za-z0-9_]*)\s*\(`)
 // running daemon: its tags (write levels resolved against baseline), its
 // script files' top-level functions, its message handlers, the links.
 func flowEnv(p *config.Project, baseline auth.Level, c *config.Daemon) flow.Env {
-	mqttWhy, alarmsWhy := linkWhy(c)
 	env := flow.Env{Dir: filepath.Dir(p.File), Tags: map[string]flow.TagFacts{}, Scripts: map[string][]string{},
-		Handlers: handlerNames(p), MQTTWhy: mqttWhy, AlarmsWhy: alarmsWhy}
+		Handlers: handlerNames(p), MQTTWhy: linkWhy(c), Alarms: true}
 	for _, t := range p.Tags {
 		lvl := baseline
 		if t.WriteLevel != "" {

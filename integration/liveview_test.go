@@ -67,7 +67,7 @@ def ping(args):
 const e2ePassword = "panel-pass-1"
 
 // ensureChromium returns Debian's chromium, installing it when missing
-// (PEERS.md). A machine that cannot install it fails the test: never a skip.
+// (scripts/ensure-deps.sh). A machine that cannot install it fails the test: never a skip.
 func ensureChromium(t *testing.T) string {
 	t.Helper()
 	const bin = "/usr/bin/chromium"

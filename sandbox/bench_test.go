@@ -130,7 +130,7 @@ func benchLoop(b *testing.B, p *Pool, entry string, tags int) {
 }
 
 // BenchmarkTagRead_1 is one system.tag.read of 1 tag from Python, round trip
-// (PERFORMANCE.md B4: p50 ≤ 40 µs).
+// (bench/README.md, B4: p50 ≤ 40 µs).
 func BenchmarkTagRead_1(b *testing.B) { benchLoop(b, benchPool(b), "read", 1) }
 
 // BenchmarkTagRead_100 is one system.tag.read of 100 tags (B4: p50 ≤ 80 µs).
@@ -147,7 +147,7 @@ func BenchmarkTagRead_100_Rows(b *testing.B) {
 func BenchmarkEmptyCall(b *testing.B) { benchLoop(b, benchPool(b), "empty", 0) }
 
 // BenchmarkPipeFloor is the raw floor: a 2-byte frame echoed by Python over
-// two pipes, no JSON on either side (PERFORMANCE.md C1: about 25 µs).
+// two pipes, no JSON on either side (bench/README.md, C1: about 25 µs).
 func BenchmarkPipeFloor(b *testing.B) {
 	prog := `
 import os, struct

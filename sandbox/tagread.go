@@ -19,7 +19,7 @@ import (
 // system.tag.read (METHODS.md). When the Services given to New implement
 // it, the dispatcher calls ReadTags instead of Call("tag.read") and sends
 // the worker a column-oriented answer it encodes itself, which costs both
-// sides a fraction of the row form (PERFORMANCE.md B4).
+// sides a fraction of the row form (bench/README.md, B4).
 //
 // ReadTags returns one VQT per path, in order, for grant g (whose tag:read
 // scope the dispatcher has checked): an unknown path is Bad_NodeIdUnknown,

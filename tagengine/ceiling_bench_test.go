@@ -96,7 +96,7 @@ func benchCeiling(b *testing.B, changing bool) {
 		_ = sink
 	}()
 	perScan := int64(2*ceilingTags + ceilingTags/10) // two subscribers get all, history a tenth
-	e.apply(g, vals[0])                              // the first scan makes every tag Good
+	e.apply(g, vals[0], 0)                           // the first scan makes every tag Good
 	for received.Load() < perScan {
 		runtime.Gosched()
 	}
@@ -107,13 +107,13 @@ func benchCeiling(b *testing.B, changing bool) {
 	start := time.Now()
 	for i := range b.N {
 		if changing {
-			e.apply(g, vals[(i+1)%2])
+			e.apply(g, vals[(i+1)%2], 0)
 			want := int64(i+1) * perScan
 			for received.Load() < want {
 				runtime.Gosched()
 			}
 		} else {
-			e.apply(g, vals[0])
+			e.apply(g, vals[0], 0)
 		}
 	}
 	el := time.Since(start)

@@ -2,7 +2,7 @@
 // classes that poll drivers, the current VQT of every tag, the fan-out of
 // changes to subscribers, and the write path, where the caller's grant is
 // checked (scope tag:write, then each tag's write level, then read-only and
-// type) before anything reaches a driver (DESIGN.md, "Levels, realms,
+// type) before anything reaches a driver (docs/security.md, "Levels, realms,
 // scopes, grants").
 //
 // tagengine imports device, value and auth only. What it needs from the
@@ -28,7 +28,7 @@ import (
 )
 
 // LastValueSink persists the last VQT of tags so that a restart can serve
-// them as Uncertain_LastUsableValue (DESIGN.md, Quality). A value it
+// them as Uncertain_LastUsableValue (docs/project.md, Quality). A value it
 // cannot store must not stop the others: it stores them and returns an
 // error with a FailedPaths() []string method naming the ones it did not
 // (the engine does not retry those); any other error means nothing was
@@ -53,14 +53,14 @@ type AuditEvent struct {
 
 // AuditSink queues audit records. CanAudit reports (nil) whether a record can
 // be queued now: a write to equipment whose record could not be queued is
-// refused (DESIGN.md, Audit). Audit queues one record.
+// refused (docs/security.md, Audit). Audit queues one record.
 type AuditSink interface {
 	CanAudit() error
 	Audit(ev AuditEvent) error
 }
 
 // LevelSource resolves the write level of tags. An unknown tag resolves to
-// the baseline. An error refuses the whole write batch (DESIGN.md: a failed
+// the baseline. An error refuses the whole write batch (docs/api.md, POST /tags/write: a failed
 // level lookup refuses the whole call).
 type LevelSource interface {
 	WriteLevels(ctx context.Context, paths []string) (map[string]auth.Level, error)
@@ -121,9 +121,13 @@ type tagState struct {
 	grp   *group
 	// seeded is set while cur is a last value read back after a restart and
 	// the device has not answered yet: bad reads keep it
-	// Uncertain_LastUsableValue (DESIGN.md, Quality).
+	// Uncertain_LastUsableValue (docs/project.md, Quality).
 	seeded bool
 	hist   histState // the history policy's memory (history.go)
+	// written is the engine's write generation (Engine.writeGen) at which
+	// a write to a driver that holds its values set cur; a scan whose read
+	// began before it leaves cur alone (its reading may predate the write).
+	written uint64
 }
 
 type group struct {
@@ -164,6 +168,7 @@ type Engine struct {
 	polled    int          // groups with a scan loop; set by Start
 	progress  atomic.Int64 // unix nanos of the last completed scan
 	scans     atomic.Uint64
+	writeGen  atomic.Uint64 // counts the writes the engine published itself (held values)
 	overruns  atomic.Uint64
 	wg        sync.WaitGroup
 	cancel    context.CancelFunc
@@ -251,7 +256,7 @@ func New(cfg Config, devices map[string]device.Driver, tags []Tag) (*Engine, err
 
 // Seed sets last values read back from the store after a restart. Each
 // becomes Uncertain_LastUsableValue (keeping its value and time) until the
-// device answers (DESIGN.md, Quality). A driver that holds values itself
+// device answers (docs/project.md, Quality). A driver that holds values itself
 // (device.Restorer: the simulator's memory) takes its value back, so a
 // setpoint written before the restart is not lost. Unknown paths are
 // ignored. Call Seed before Start.
@@ -342,11 +347,12 @@ func (e *Engine) scanLoop(ctx context.Context, g *group) {
 			}
 		}
 		start := time.Now()
+		gen := e.writeGen.Load()
 		vals := g.drv.Read(ctx, g.points)
 		if ctx.Err() != nil {
 			return
 		}
-		e.apply(g, vals)
+		e.apply(g, vals, gen)
 		e.scans.Add(1)
 		e.progress.Store(time.Now().UnixNano())
 		next := g.period - time.Since(start)
@@ -358,15 +364,21 @@ func (e *Engine) scanLoop(ctx context.Context, g *group) {
 	}
 }
 
-// apply takes one scan's values for g's tags. Only g's scan loop calls it:
-// the changes are gathered in the group's scratch buffer, reused from scan
-// to scan, and published as one batch (publish).
-func (e *Engine) apply(g *group, vals []value.VQT) {
+// apply takes a scan's readings for g's tags. gen is the write generation
+// when the read began: a tag written (and published by the engine) after
+// that keeps its written value, so a value never goes backwards; the next
+// scan, which the write kicked, reads the device again. Only g's scan loop
+// calls it: the changes are gathered in the group's scratch buffer, reused
+// from scan to scan, and published as one batch (publish).
+func (e *Engine) apply(g *group, vals []value.VQT, gen uint64) {
 	changes := g.changes[:0]
 	e.mu.Lock()
 	for i, st := range g.tags {
 		if i >= len(vals) {
 			break
+		}
+		if st.written > gen {
+			continue
 		}
 		if c, ok := e.update(st, vals[i]); ok {
 			changes = append(changes, c)
@@ -422,7 +434,7 @@ func (e *Engine) update(st *tagState, v value.VQT) (Change, bool) {
 		}
 	}
 	if !v.Quality.IsGood() && v.Value == nil {
-		// Keep the last known value with the new quality (DESIGN.md,
+		// Keep the last known value with the new quality (docs/api.md,
 		// REST: value is the last known value when quality is not Good).
 		v.Value = old.Value
 	}
@@ -517,7 +529,7 @@ func (e *Engine) offer(s *subscriber, b *batch) {
 
 // Subscribe returns a channel of changes with room for buf pending changes,
 // and a function that ends the subscription. A subscriber that falls behind
-// loses changes; the count is returned by the dropped function (DESIGN.md:
+// loses changes; the count is returned by the dropped function (docs/architecture.md:
 // never dropped silently).
 func (e *Engine) Subscribe(buf int) (ch <-chan Change, dropped func() uint64, cancel func()) {
 	s := newSubscriber(buf, "subscriber queue full; changes dropped and counted")
@@ -605,9 +617,21 @@ func (e *Engine) lookup(p string) (*tagState, bool) {
 	return st, ok
 }
 
+// reasonOutsidePrefixes is the one reason of a read or write refused for a
+// path outside the grant's prefixes.
+const reasonOutsidePrefixes = "path outside the allowed prefixes"
+
+// outsidePrefixes reports whether p, as a tag path (tagpath.Normalize),
+// lies outside g's prefixes. Read and Write check it before looking the
+// tag up, so a path outside them is refused the same way whether or not
+// the tag exists: prefixes cannot be used to probe which tags exist.
+func outsidePrefixes(g auth.Grant, p string) bool {
+	return !g.AllowsPath(tagpath.Normalize(p))
+}
+
 // Progress returns when a scan last completed (Start counts as progress).
-// The systemd watchdog pings only while this moves (DESIGN.md, hard-won
-// rules: the watchdog proves progress).
+// The systemd watchdog pings only while this moves (docs/architecture.md, rules from
+// the field: the watchdog proves progress).
 func (e *Engine) Progress() time.Time { return time.Unix(0, e.progress.Load()) }
 
 // Stats returns the number of completed scans and of scans that overran
@@ -637,9 +661,10 @@ type TagInfo struct {
 	Current    value.VQT
 }
 
-// Read returns the current VQT of each path, in order: an unknown path is
-// Bad_NodeIdUnknown, a path outside g's prefixes Bad_UserAccessDenied
-// (DESIGN.md, Quality). It fails with a *auth.DeniedError when g lacks
+// Read returns the current VQT of each path, in order: a path outside g's
+// prefixes is Bad_UserAccessDenied whether or not the tag exists
+// (outsidePrefixes), an unknown path inside them Bad_NodeIdUnknown
+// (docs/values.md). It fails with a *auth.DeniedError when g lacks
 // tag:read.
 func (e *Engine) Read(g auth.Grant, paths []string) ([]Result, error) {
 	if err := g.RequireScope(auth.TagRead, "tag.read"); err != nil {
@@ -651,11 +676,13 @@ func (e *Engine) Read(g auth.Grant, paths []string) ([]Result, error) {
 	defer e.mu.RUnlock()
 	for i, p := range paths {
 		out[i].Path = p
+		if outsidePrefixes(g, p) {
+			out[i].VQT = value.Bad(value.BadUserAccessDenied, reasonOutsidePrefixes, now)
+			continue
+		}
 		switch st, ok := e.lookup(p); {
 		case !ok:
 			out[i].VQT = value.Bad(value.BadNodeIDUnknown, "unknown tag", now)
-		case !g.AllowsPath(st.tag.Path):
-			out[i].VQT = value.Bad(value.BadUserAccessDenied, "path outside the allowed prefixes", now)
 		default:
 			out[i].VQT = st.cur
 		}

@@ -93,7 +93,7 @@ func (e *Engine) forceHistory() {
 
 // SubscribeHistory returns a channel of what history records, with room
 // for buf pending entries, a function returning how many were dropped
-// because the channel was full (DESIGN.md: never dropped silently) and one
+// because the channel was full (docs/architecture.md: never dropped silently) and one
 // that ends the subscription: every change that passes its tag's
 // HistoryPolicy, and the max-interval repeats, stamped now. Tags without a
 // policy never appear. Like Subscribe, it outlives a project reload

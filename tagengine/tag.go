@@ -10,7 +10,7 @@ import (
 	"qubiq.dev/edge/value"
 )
 
-// Tag is one configured tag (DESIGN.md, Project file "tags"). Point carries
+// Tag is one configured tag (docs/project.md, Project file "tags"). Point carries
 // what the driver needs; the rest is the engine's.
 type Tag struct {
 	Path        string
@@ -78,7 +78,7 @@ func number(v value.Value) (float64, bool) {
 }
 
 // Scale is the linear map raw → engineering: eng = raw × Factor + Offset.
-// The zero Scale is the identity. DESIGN.md's {raw: [lo, hi], eng: [lo, hi]}
+// The zero Scale is the identity. docs/project.md's {raw: [lo, hi], eng: [lo, hi]}
 // form converts with ScaleFromRanges.
 type Scale struct {
 	Factor float64

@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// Quality is the quality of a value. The names are the contract's (DESIGN.md,
+// Quality is the quality of a value. The names are the contract's (docs/project.md,
 // Quality), taken from OPC UA status codes. The zero Quality is
 // BadWaitingForInitialData, so an unset VQT is never mistaken for Good.
 type Quality uint8
@@ -125,7 +125,7 @@ func Bad(q Quality, reason string, t time.Time) VQT {
 	return VQT{Quality: q, Reason: reason, Time: t.UTC()}
 }
 
-// Type is a tag's value kind (DESIGN.md, Tags and addresses).
+// Type is a tag's value kind (docs/project.md, Tags and addresses).
 type Type uint8
 
 // Value kinds. Auto is OPC UA only: the node's DataType decides.

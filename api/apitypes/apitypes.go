@@ -1,5 +1,5 @@
 // Package apitypes holds the JSON wire structs of the QUBIQ Edge REST API
-// (DESIGN.md, "REST"), shared by the server (package api), the Go client
+// (docs/api.md, "REST"), shared by the server (package api), the Go client
 // (package client) and qubiqctl.
 //
 // Keys are snake_case. Tag values are numbers, bools, strings or arrays of
@@ -18,12 +18,12 @@ import (
 )
 
 // TimeFormat is the layout of every timestamp the API sends: RFC 3339, UTC,
-// always with nine fractional digits (DESIGN.md, REST: "Timestamps RFC 3339
+// always with nine fractional digits (docs/api.md, REST: "Timestamps RFC 3339
 // UTC with fractional seconds"). time.RFC3339Nano parses it.
 const TimeFormat = "2006-01-02T15:04:05.000000000Z07:00"
 
 // Problem is the body of every error answer, served as
-// application/problem+json (RFC 9457; DESIGN.md, REST "Errors"). Kind is the
+// application/problem+json (RFC 9457; docs/api.md, REST "Errors"). Kind is the
 // machine-readable reason: "unauthenticated", "permission_denied", "invalid",
 // "not_found", "too_large", "unavailable", "not_implemented", "internal", or
 // a script failure kind ("timeout", "busy", "script_error", ...).
@@ -38,7 +38,7 @@ type Problem struct {
 // ProblemContentType is the media type of Problem bodies.
 const ProblemContentType = "application/problem+json"
 
-// Health is the body of GET /api/v1/health (DESIGN.md, REST). Status is "ok",
+// Health is the body of GET /api/v1/health (docs/api.md, REST). Status is "ok",
 // "degraded" or "failed"; Reasons says why when it is not "ok". UptimeS is
 // whole seconds since the daemon started. Devices maps a device name to its
 // connection state, Flows a flow's name to its state (docs/flows.md).
@@ -101,7 +101,7 @@ type DeviceInfo struct {
 }
 
 // TagInfo is one element of GET /api/v1/tags: a tag of the project as the
-// project file names it (DESIGN.md, "Project file"). Type and WriteLevel are
+// project file names it (docs/project.md, "Project file"). Type and WriteLevel are
 // contract names ("float32", "operate"); Scan is a Go duration text ("1s"),
 // empty for tags not polled.
 type TagInfo struct {
@@ -246,7 +246,7 @@ type APIKeyInfo struct {
 }
 
 // ProvisionRequest is the body of POST /api/v1/provision: the first admin
-// password, which revokes the bootstrap token (DESIGN.md, "Credentials on
+// password, which revokes the bootstrap token (docs/security.md, "Credentials on
 // first start").
 type ProvisionRequest struct {
 	Password string `json:"password"`
@@ -265,7 +265,7 @@ type PlannedRequest struct {
 	Tags         []string `json:"tags"`
 }
 
-// AuditRecord is one audit record (GET /api/v1/audit; DESIGN.md, Audit):
+// AuditRecord is one audit record (GET /api/v1/audit; docs/security.md, Audit):
 // its sequence number (commit order), time, who (principal, realm, origin,
 // script), what (action, target), the value before and after as JSON, the
 // result and a detail.

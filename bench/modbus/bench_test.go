@@ -40,7 +40,7 @@ const (
 var nScans = 30
 
 // TestBenchModbus runs the benchmark BENCH_RUNS times (default 1; run.sh
-// asks for 3, PERFORMANCE.md's harness rule) and prints the median of each
+// asks for 3, bench/README.md's harness rule) and prints the median of each
 // figure on its last line. See bench/README.md.
 func TestBenchModbus(t *testing.T) {
 	runs := 1
@@ -137,7 +137,7 @@ type server struct {
 
 // startPymodbus runs internal/peers/modbus_server.py (Debian
 // python3-pymodbus) with every register of the layout, pinned to core 1
-// (PERFORMANCE.md, harness rules: the simulator on core 1, the system
+// (bench/README.md, harness rules: the simulator on core 1, the system
 // under test on core 0).
 func startPymodbus(t *testing.T, dir string, l Layout) server {
 	t.Helper()

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make bench-sandbox (DESIGN.md, Benchmarks; issue 3). Needs Debian's
+# make bench-sandbox (bench/README.md, Benchmarks; issue 3). Needs Debian's
 # python3 (installed when missing), runs TestBenchSandbox (build tag bench)
 # and ends with its line `bench-sandbox: key=value ...` on stdout;
 # everything else goes to stderr. See bench/README.md.

@@ -1,6 +1,6 @@
 // Command qubiqd is the QUBIQ Edge daemon: it polls devices, keeps the tag
 // store, serves the REST API and runs gateway scripts in sandboxed Python
-// workers (DESIGN.md, Binaries).
+// workers (README.md, Binaries).
 //
 //	qubiqd --config FILE       run (default /etc/qubiq/qubiq.yaml)
 //	qubiqd --check-config      validate config and project, exit 0 or 1

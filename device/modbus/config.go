@@ -14,7 +14,7 @@ import (
 	"qubiq.dev/edge/device"
 )
 
-// Write modes (DESIGN.md, Project file: write_mode).
+// Write modes (docs/project.md, Project file: write_mode).
 const (
 	// WriteSingle writes one register with FC6 and one coil with FC5; values
 	// of several registers still go out with FC16.
@@ -30,7 +30,7 @@ const (
 )
 
 // Config is the driver-specific part of a modbus device in the project file
-// (DESIGN.md, Project file), decoded strictly from JSON with snake_case keys.
+// (docs/project.md, Project file), decoded strictly from JSON with snake_case keys.
 // Start from DefaultConfig: keys absent from the JSON keep their default.
 type Config struct {
 	// URL names the transport and the device (required):
@@ -71,14 +71,14 @@ type Config struct {
 	// MaxGap is the widest run of unused registers (or bits) that a read may
 	// bridge to merge two points into one request (0..125). A device that
 	// answers exception 2 for a bridged gap makes the driver split the
-	// request and remember it (cases/modbus.md C07).
+	// request and remember it (docs/modbus.md, fault C07).
 	MaxGap int `json:"max_gap"`
 	// MaxRegistersPerRequest caps the quantity of one FC3/FC4 read (1..125).
 	MaxRegistersPerRequest int `json:"max_registers_per_request"`
 	// MinInterval is the least time between the start of two requests on the
 	// connection (0: none), for devices that drop back-to-back requests.
 	MinInterval device.Duration `json:"min_interval"`
-	// Breaker demotes a unit that keeps timing out (DESIGN.md, Hard-won
+	// Breaker demotes a unit that keeps timing out (docs/architecture.md, Rules from
 	// rules: one dead unit never blinds the others).
 	Breaker BreakerConfig `json:"breaker"`
 }
@@ -94,7 +94,7 @@ type BreakerConfig struct {
 
 // Serial line defaults (Modbus over Serial Line V1.02 §2.5.1: 9600 and 19200
 // baud are required, 19200 the default of that spec; 9600 is what field
-// devices ship with most and what DESIGN.md's project file assumes).
+// devices ship with most and what docs/project.md's project file assumes).
 const (
 	DefaultBaud     = 9600
 	DefaultParity   = "E"

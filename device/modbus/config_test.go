@@ -21,7 +21,7 @@ func TestParseConfig_Defaults(t *testing.T) {
 	}
 	if c.UnitID != 1 || time.Duration(c.Timeout) != time.Second || c.WriteMode != "multiple" || c.MaxGap != 16 ||
 		c.MaxRegistersPerRequest != 125 || c.MinInterval != 0 || c.Breaker.Timeouts != 3 || time.Duration(c.Breaker.Backoff) != 30*time.Second {
-		t.Errorf("defaults differ from DESIGN.md's project file: %+v", c)
+		t.Errorf("defaults differ from docs/project.md's project file: %+v", c)
 	}
 	if err := c.Validate(); err != nil {
 		t.Errorf("Validate: %v", err)

@@ -18,7 +18,7 @@ import (
 	"qubiq.dev/edge/value"
 )
 
-// Reconnect backoff (DESIGN.md, device.Driver: capped exponential backoff
+// Reconnect backoff (docs/modbus.md, device.Driver: capped exponential backoff
 // with jitter).
 const (
 	backoffStart = 100 * time.Millisecond
@@ -38,7 +38,7 @@ const (
 //     timeout and after a transaction-id mismatch, so a response that
 //     arrives after the timeout stays in the socket and every later request
 //     reads the answer to the one before ("response transaction id 'N' does
-//     not match request 'N+1'", forever; goburrow/modbus#64, cases/modbus.md
+//     not match request 'N+1'", forever; goburrow/modbus#64, docs/modbus.md, "Faults from the field"
 //     C08), and its idle-close timer never fires while polls keep coming.
 //     On Modbus TCP, link closes the connection after any error but a Modbus
 //     exception (a timeout, a frame that fails checkResponse, a short frame,
@@ -46,7 +46,7 @@ const (
 //     be read as the answer to a later request.
 //   - goburrow's RTU transport tests the exception bit with `& 0x80` where
 //     it means `| 0x80`, and reads whatever has arrived after a fixed sleep
-//     (goburrow/modbus#81, cases/modbus.md C09; see readRTUFrame). On RTU,
+//     (goburrow/modbus#81, docs/modbus.md, fault C09; see readRTUFrame). On RTU,
 //     link flushes the input and waits out the inter-frame silence (t3.5)
 //     before each request, reads each answer by its length
 //     (readRTUFrame), and keeps the port open after a timeout or a bad
@@ -151,8 +151,8 @@ var errClosed = errors.New("driver closed")
 // do runs fn, one goburrow client call, on the connection for unit, dialling
 // first when needed. A read (idempotent) that fails because the device had
 // closed a connection opened earlier (devices close idle connections) is
-// tried once more on a new connection; a write is never retried (DESIGN.md,
-// Hard-won rules).
+// tried once more on a new connection; a write is never retried (docs/architecture.md,
+// Rules from the field).
 func (l *link) do(ctx context.Context, unit byte, idempotent bool, fn func(modbus.Client) ([]byte, error)) ([]byte, *reqError) {
 	select {
 	case l.bus.sem <- struct{}{}:
@@ -349,7 +349,7 @@ func backoff(n int, lo, hi time.Duration) time.Duration {
 // connection before answering.
 var errPeerClosed = errors.New("connection closed by device")
 
-// classify maps a failed request's error to quality (DESIGN.md, Quality): a
+// classify maps a failed request's error to quality (docs/project.md, Quality): a
 // timeout is Bad_Timeout; a connection the device closed or reset is
 // Bad_NotConnected; a bad frame and any other I/O error is
 // Bad_CommunicationError.
@@ -391,7 +391,7 @@ func ctxError(ctx context.Context, sent bool) *reqError {
 // 11 (gateway path, target did not answer) Bad_CommunicationError, and 11
 // counts towards the unit's breaker like a timeout. fc is masked: goburrow
 // v0.1.0 reports the raw function byte with the 0x80 exception bit set
-// (0x83 = "131"), which users cannot match with function 3 (cases/modbus.md
+// (0x83 = "131"), which users cannot match with function 3 (docs/modbus.md, "Faults from the field"
 // C07).
 func exceptionError(fc, code byte) *reqError {
 	fc &^= 0x80

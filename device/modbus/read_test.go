@@ -703,7 +703,7 @@ func TestDriver_Read_HoleKeepsNeighboursMerged(t *testing.T) {
 // TestDriver_Read_DeadUnitKeepsOthersRate: two units behind one gateway,
 // scanned together every 40 ms; unit 2 stops answering. After
 // breaker.timeouts it is demoted, and unit 1 is read Good in every scan at
-// its own pace (DESIGN.md, Hard-won rules: one dead unit never blinds the
+// its own pace (docs/architecture.md, Rules from the field: one dead unit never blinds the
 // others). pymodbus cannot silence one unit on demand, so this uses the
 // in-process fake.
 func TestDriver_Read_DeadUnitKeepsOthersRate(t *testing.T) {

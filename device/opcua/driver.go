@@ -250,7 +250,7 @@ func (d *Driver) Open(ctx context.Context) error {
 }
 
 // Close closes the session (CloseSession with DeleteSubscriptions, so the
-// server frees it at once: cases/opcua.md C15) and the connection, and
+// server frees it at once: docs/opcua.md, fault C15) and the connection, and
 // stops reconnecting. Later reads give Bad_NotConnected ("driver closed").
 // Safe after a partial Open and safe to call twice.
 func (d *Driver) Close(ctx context.Context) error {
@@ -291,7 +291,7 @@ func (d *Driver) State() (string, string) {
 }
 
 // ResolvedAddresses returns, for every tag the driver has read, written or
-// monitored, its address in the nsu= form (DESIGN.md, Tags and addresses:
+// monitored, its address in the nsu= form (docs/opcua.md, Tags and addresses:
 // an ns= address is converted at the first successful connection, and the
 // daemon stores the converted form). Tags whose ns= address has not met a
 // session yet are absent.
@@ -365,7 +365,7 @@ func (d *Driver) resolve(sess *session, tag, addr string) (*ua.NodeID, error) {
 // Bad_CertificateUntrusted, Bad_ConfigurationError: why the connection is
 // refused). A read that fails because the session was lost
 // (BadSessionIdInvalid and kin) waits for the new session and is retried
-// once (cases/opcua.md C16).
+// once (docs/opcua.md, fault C16).
 func (d *Driver) Read(ctx context.Context, points []device.Point) []value.VQT {
 	out := make([]value.VQT, len(points))
 	if len(points) == 0 {
@@ -516,7 +516,7 @@ func joinNotes(parts ...string) string {
 }
 
 // Write writes v to p's Value attribute once and never retries (OPC UA Part
-// 4 §5.10.4; DESIGN.md, Hard-won rules). v comes coerced to the tag's type
+// 4 §5.10.4; docs/architecture.md, Rules from the field). v comes coerced to the tag's type
 // (device.Coerce, the write path's one coercion; auto leaves it as sent)
 // and is converted here to the node's built-in type, read once per session (DataType,
 // ValueRank, AccessLevel, UserAccessLevel) and cached; a lossy coercion is

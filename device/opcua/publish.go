@@ -26,7 +26,7 @@ type pubResult struct {
 // subscriptions, acknowledges what arrives, fills sequence gaps with
 // Republish, delivers data changes, and watches each subscription: one
 // silent for (keep-alive count + 1) publishing intervals fails the session
-// so the run loop rebuilds it (cases/opcua.md C11). It is the driver's own
+// so the run loop rebuilds it (docs/opcua.md, fault C11). It is the driver's own
 // publish loop, because gopcua v0.8.0's runs only under Client.Connect's
 // monitor, whose restore path loses the subscriptions (see connect).
 func (s *session) publishLoop(ctx context.Context) {

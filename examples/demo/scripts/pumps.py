@@ -9,8 +9,8 @@ def set_speed(args):
 
 
 def start(args):
-    return {"written": system.tag.write(["Line1/Pump/Running"], [True])}
+    return {"written": system.tag.write(["Line1/Pump/Running"], [True])[0] == "Good"}
 
 
 def stop(args):
-    return {"written": system.tag.write(["Line1/Pump/Running"], [False])}
+    return {"written": system.tag.write(["Line1/Pump/Running"], [False])[0] == "Good"}
