@@ -172,3 +172,11 @@ bench-flows: deps build
 bench: bench-alarms
 bench-alarms: deps build
 	PYTHON_PATH=$(PYTHON) bench/alarms/run.sh
+
+# LiveView (docs/liveview.md): the panel's end-to-end run in headless
+# Chromium (integration/liveview_test.go; it installs Debian's chromium and
+# the pinned playwright-core when missing). Screenshots at 1280×800 land in
+# build/test-artifacts/liveview/.
+.PHONY: e2e-liveview
+e2e-liveview:
+	cd integration && go test -tags integration -count=1 -run 'TestLiveView' .

@@ -86,6 +86,10 @@ type Deps struct {
 	// Alarms serves the alarm routes and the WebSocket's alarm messages
 	// (routes_alarms.go, ws.go).
 	Alarms gateway.Alarms
+	// Appliance serves flashing, the slots' state, backup, restore and the
+	// log level (routes_firmware.go); the daemon passes it, DepsFrom
+	// leaves it nil.
+	Appliance gateway.Appliance
 	// TLS describes the listener's certificate for GET /health ("tls");
 	// nil when the listener speaks plain HTTP.
 	TLS *apitypes.TLSInfo

@@ -34,8 +34,9 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request, _ auth.Grant) er
 	w.Header().Set("Cache-Control", "no-store")
 	s.writeJSON(w, r, status, struct {
 		apitypes.Health
-		TLS *apitypes.TLSInfo `json:"tls,omitempty"`
-	}{h, s.deps.TLS})
+		TLS      *apitypes.TLSInfo        `json:"tls,omitempty"`
+		Firmware *apitypes.FirmwareStatus `json:"firmware,omitempty"`
+	}{h, s.deps.TLS, s.healthFirmware(r)})
 	return nil
 }
 

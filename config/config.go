@@ -40,6 +40,11 @@ type Daemon struct {
 	// Alarms is the alarm settings (journal retention, chattering rule,
 	// longest shelve), parsed by package alarm (docs/alarms.md).
 	Alarms yaml.Node `yaml:"alarms"`
+	// Firmware (the A/B slots, the trusted firmware keys, the trial) and
+	// Log (level, output) are parsed by package gateway/appliance
+	// (docs/appliance.md, "Daemon config").
+	Firmware yaml.Node `yaml:"firmware"`
+	Log      yaml.Node `yaml:"log"`
 
 	// File is the path the configuration was read from (absolute).
 	File string `yaml:"-"`

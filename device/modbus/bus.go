@@ -168,9 +168,12 @@ func (b *bus) connect(ctx context.Context, timeout time.Duration, log *slog.Logg
 	if c != nil {
 		return c, false, nil
 	}
-	if now := time.Now(); now.Before(b.retryAt) {
-		return nil, false, &reqError{q: value.BadNotConnected, err: b.dialErr,
-			reason: fmt.Sprintf("not connected: %v (next attempt in %s)", b.dialErr, b.retryAt.Sub(now).Round(time.Millisecond))}
+	if time.Now().Before(b.retryAt) {
+		// The reason is the same as the failed dial's, with no countdown: a
+		// reason that changes at every scan would make every scan a new VQT
+		// (new timestamp, a change on every subscription) and show a
+		// countdown frozen at whatever the last change said.
+		return nil, false, &reqError{q: value.BadNotConnected, err: b.dialErr, reason: "not connected: " + b.dialErr.Error()}
 	}
 	var err error
 	switch b.ep.kind {
