@@ -138,6 +138,8 @@ type group struct {
 	tags       []*tagState
 	points     []device.Point
 	kick       chan struct{}
+	// changes is apply's scratch buffer, reused from scan to scan.
+	changes []Change
 }
 
 // Engine holds the tags and their current values. Create it with New, start
@@ -150,8 +152,11 @@ type Engine struct {
 	order   []string
 	groups  []*group
 
-	mu   sync.RWMutex // guards tagState.cur and .dirty
-	subs *subRegistry // shared with the engine's successor (TakeOver)
+	mu sync.RWMutex // guards tagState.cur and .dirty
+
+	flushMu  sync.Mutex           // one flush at a time
+	flushBuf map[string]value.VQT // flush's map, reused
+	subs     *subRegistry         // shared with the engine's successor (TakeOver)
 
 	// retired is set when a successor took over (TakeOver): a change a
 	// driver still pushes into this engine is not published.
@@ -178,11 +183,6 @@ type subRegistry struct {
 	next int
 	m    map[int]*subscriber
 	hist map[int]*subscriber // SubscribeHistory
-}
-
-type subscriber struct {
-	ch      chan Change
-	dropped atomic.Uint64
 }
 
 // New builds an engine over the devices (by name) and tags. Each tag must
@@ -368,9 +368,11 @@ func (e *Engine) scanLoop(ctx context.Context, g *group) {
 // apply takes a scan's readings for g's tags. gen is the write generation
 // when the read began: a tag written (and published by the engine) after
 // that keeps its written value, so a value never goes backwards; the next
-// scan, which the write kicked, reads the device again.
+// scan, which the write kicked, reads the device again. Only g's scan loop
+// calls it: the changes are gathered in the group's scratch buffer, reused
+// from scan to scan, and published as one batch (publish).
 func (e *Engine) apply(g *group, vals []value.VQT, gen uint64) {
-	var changes []Change
+	changes := g.changes[:0]
 	e.mu.Lock()
 	for i, st := range g.tags {
 		if i >= len(vals) {
@@ -387,6 +389,8 @@ func (e *Engine) apply(g *group, vals []value.VQT, gen uint64) {
 	if len(changes) > 0 {
 		e.publish(changes)
 	}
+	clear(changes) // keep no values alive between scans
+	g.changes = changes
 }
 
 // applyOne takes one pushed change (a monitored item) for the i-th tag of g.
@@ -485,32 +489,43 @@ func nonFinite(v value.VQT, raw value.Value, pass bool) value.VQT {
 
 // publish hands changes to the subscribers, and those that pass their
 // tag's history policy to the history subscribers.
+// They are copied into a pooled batch the subscribers share (fanout.go);
+// the caller keeps changes.
 func (e *Engine) publish(changes []Change) {
 	if e.retired.Load() {
 		return
 	}
 	e.changes.Add(uint64(len(changes)))
-	var hist []Change
-	for _, c := range changes {
-		if c.record {
-			hist = append(hist, c)
+	n := 0
+	for i := range changes {
+		if changes[i].record {
+			n++
 		}
 	}
-	if len(hist) > 0 {
-		e.publishHistory(hist)
-	}
-	e.subs.Lock()
-	defer e.subs.Unlock()
-	for _, s := range e.subs.m {
+	if n > 0 {
+		hb := newBatch(nil)
 		for _, c := range changes {
-			select {
-			case s.ch <- c:
-			default:
-				if s.dropped.Add(1) == 1 {
-					e.log.Warn("subscriber queue full; changes dropped and counted")
-				}
+			if c.record {
+				hb.c = append(hb.c, c)
 			}
 		}
+		e.publishHistory(hb)
+		hb.release()
+	}
+	b := newBatch(changes)
+	e.subs.Lock()
+	for _, s := range e.subs.m {
+		e.offer(s, b)
+	}
+	e.subs.Unlock()
+	b.release()
+}
+
+// offer hands changes to s, counting (and logging at the first) what did
+// not fit.
+func (e *Engine) offer(s *subscriber, b *batch) {
+	if lost := s.offer(b); lost > 0 && s.dropped.Add(uint64(lost)) == uint64(lost) {
+		e.log.Warn(s.warn)
 	}
 }
 
@@ -519,7 +534,7 @@ func (e *Engine) publish(changes []Change) {
 // loses changes; the count is returned by the dropped function (docs/architecture.md:
 // never dropped silently).
 func (e *Engine) Subscribe(buf int) (ch <-chan Change, dropped func() uint64, cancel func()) {
-	s := &subscriber{ch: make(chan Change, buf)}
+	s := newSubscriber(buf, "subscriber queue full; changes dropped and counted")
 	e.subs.Lock()
 	id := e.subs.next
 	e.subs.next++
@@ -529,6 +544,7 @@ func (e *Engine) Subscribe(buf int) (ch <-chan Change, dropped func() uint64, ca
 		e.subs.Lock()
 		delete(e.subs.m, id)
 		e.subs.Unlock()
+		s.close()
 	}
 }
 
@@ -557,8 +573,14 @@ func (e *Engine) flush() error {
 	if e.cfg.LastValues == nil {
 		return nil
 	}
+	e.flushMu.Lock()
+	defer e.flushMu.Unlock()
+	if e.flushBuf == nil {
+		e.flushBuf = map[string]value.VQT{}
+	}
+	vals := e.flushBuf
+	defer clear(vals) // reused by the next flush; SaveLastValues keeps none of it
 	e.mu.Lock()
-	vals := map[string]value.VQT{}
 	for p, st := range e.tags {
 		if st.dirty && st.cur.Value != nil {
 			vals[p] = st.cur
