@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -223,5 +224,59 @@ func TestEngine_MessageNestingLimit(t *testing.T) {
 	st = waitStatus(t, e, "deep", "the deep return failed", func(st gateway.FlowStatus) bool { return st.Counters.Processed == 2 })
 	if st.Counters.Errors != 1 || st.LastError == nil || st.LastError.Kind != KindBadReturn || !strings.Contains(st.LastError.Message, "levels deep") {
 		t.Errorf("a node returning a message 151 levels deep: counters %+v error %+v, want bad_return", st.Counters, st.LastError)
+	}
+}
+
+// TestEngine_ReplacingAHeldFlowDoesNotHoldTheOthers: while a new version
+// of one flow waits for its running version's batch (a node that does not
+// return), saves, resets and deletions of other flows go on: the wait
+// holds that flow only.
+func TestEngine_ReplacingAHeldFlowDoesNotHoldTheOthers(t *testing.T) {
+	gw := newFakeGW()
+	e := testEngine(t, gw, `
+- name: held
+  trigger: {tag: Line1/In}
+  nodes:
+    - {id: n, type: python, code: "def transform(msg):  # behave: block\n    return msg\n"}
+- name: other
+  trigger: {tag: Line2/Other}
+  nodes: [{id: e, type: end}]
+`)
+	gw.change("Line1/In", 1.0, value.Good)
+	<-gw.blocked // the running version of held is inside its batch
+	saved := make(chan error, 1)
+	go func() {
+		_, err := e.SaveFlow(context.Background(), designer, gateway.FlowSource{Name: "held",
+			Doc: []byte("trigger: {tag: Line1/In}\nnodes: [{id: e, type: end}]\n")})
+		saved <- err
+	}()
+	// Wait until the save of held is waiting for the batch (it holds the
+	// flow's install lock), then the engine-wide lock must be free.
+	fs := e.lookup("held")
+	deadline := time.Now().Add(10 * time.Second)
+	for fs.nextDef() == nil && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if fs.nextDef() == nil {
+		t.Fatal("the save of held never reached its install")
+	}
+	if _, err := e.SaveFlow(context.Background(), designer, gateway.FlowSource{Name: "other",
+		Doc: []byte("trigger: {tag: Line2/Other}\nnodes: [{id: e2, type: end}]\n")}); err != nil {
+		t.Fatalf("save of other while held's save waits: %v", err)
+	}
+	if _, err := e.ResetFlow(context.Background(), designer, "other"); err != nil {
+		t.Fatalf("reset of other: %v", err)
+	}
+	select {
+	case err := <-saved:
+		t.Fatalf("the save of held returned before its batch ended: %v", err)
+	default:
+	}
+	close(gw.block)
+	if err := <-saved; err != nil {
+		t.Fatalf("save of held: %v", err)
+	}
+	if st, _ := e.Flow(context.Background(), designer, "held"); st.Version != 2 || st.State != gateway.FlowRunning {
+		t.Errorf("held after its batch: %+v", st)
 	}
 }

@@ -27,7 +27,12 @@ type flowState struct {
 	ctr  counters
 	seq  atomic.Uint64 // the trigger messages' sequence numbers
 
+	// installMu serializes installing, stopping and resetting this
+	// flow's versions (taken after Engine.adminMu, never before it).
+	installMu sync.Mutex
+
 	mu         sync.Mutex
+	next       *Def // a saved version being installed
 	cur        *instance
 	def        *Def
 	version    int64
@@ -104,6 +109,19 @@ func (fs *flowState) current() *instance {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	return fs.cur
+}
+
+// setNext records d as the version being installed (nil: none).
+func (fs *flowState) setNext(d *Def) {
+	fs.mu.Lock()
+	fs.next = d
+	fs.mu.Unlock()
+}
+
+func (fs *flowState) nextDef() *Def {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return fs.next
 }
 
 func (fs *flowState) install(in *instance) {
