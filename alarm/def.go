@@ -417,7 +417,7 @@ func decode(n *yaml.Node) (*Definition, []lineErr) {
 			}
 			str(dst)
 			if err := checkText(*dst); err != nil {
-				bad(k, "%s: %v", k.Value, err)
+				bad(k, "%v", err)
 			}
 		case "ack_level":
 			level(&d.AckLevel)
