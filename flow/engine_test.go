@@ -153,7 +153,7 @@ func TestEngine_TagTrigger_MessageAndQuality(t *testing.T) {
 		prev["quality"] != "Good" || prev["value"] != 100.0 || m["timestamp"] == nil {
 		t.Errorf("the Bad message reaching the node: %v", m)
 	}
-	g := waitStatus(t, e, "good-only", "skipped", func(st gateway.FlowStatus) bool { return st.Counters.Filtered == 1 })
+	g := waitStatus(t, e, "good-only", "skipped", func(st gateway.FlowStatus) bool { return st.Counters.Filtered == 1 && st.Counters.Processed >= 1 })
 	if g.Counters.Processed != 1 || g.Counters.In != 1 || g.Nodes[0].Runs != 1 {
 		t.Errorf("only_good: %+v, nodes %+v; want the Bad change skipped before the node", g.Counters, g.Nodes)
 	}

@@ -138,6 +138,8 @@ type group struct {
 	tags       []*tagState
 	points     []device.Point
 	kick       chan struct{}
+	// changes is apply's scratch buffer, reused from scan to scan.
+	changes []Change
 }
 
 // Engine holds the tags and their current values. Create it with New, start
@@ -150,8 +152,11 @@ type Engine struct {
 	order   []string
 	groups  []*group
 
-	mu   sync.RWMutex // guards tagState.cur and .dirty
-	subs *subRegistry // shared with the engine's successor (TakeOver)
+	mu sync.RWMutex // guards tagState.cur and .dirty
+
+	flushMu  sync.Mutex           // one flush at a time
+	flushBuf map[string]value.VQT // flush's map, reused
+	subs     *subRegistry         // shared with the engine's successor (TakeOver)
 
 	// retired is set when a successor took over (TakeOver): a change a
 	// driver still pushes into this engine is not published.
@@ -165,6 +170,7 @@ type Engine struct {
 	scans     atomic.Uint64
 	writeGen  atomic.Uint64 // counts the writes the engine published itself (held values)
 	overruns  atomic.Uint64
+	changes   atomic.Uint64 // changes published (Counts)
 	wg        sync.WaitGroup
 	cancel    context.CancelFunc
 	startOnce sync.Once
@@ -177,11 +183,6 @@ type subRegistry struct {
 	next int
 	m    map[int]*subscriber
 	hist map[int]*subscriber // SubscribeHistory
-}
-
-type subscriber struct {
-	ch      chan Change
-	dropped atomic.Uint64
 }
 
 // New builds an engine over the devices (by name) and tags. Each tag must
@@ -367,9 +368,11 @@ func (e *Engine) scanLoop(ctx context.Context, g *group) {
 // apply takes a scan's readings for g's tags. gen is the write generation
 // when the read began: a tag written (and published by the engine) after
 // that keeps its written value, so a value never goes backwards; the next
-// scan, which the write kicked, reads the device again.
+// scan, which the write kicked, reads the device again. Only g's scan loop
+// calls it: the changes are gathered in the group's scratch buffer, reused
+// from scan to scan, and published as one batch (publish).
 func (e *Engine) apply(g *group, vals []value.VQT, gen uint64) {
-	var changes []Change
+	changes := g.changes[:0]
 	e.mu.Lock()
 	for i, st := range g.tags {
 		if i >= len(vals) {
@@ -386,6 +389,8 @@ func (e *Engine) apply(g *group, vals []value.VQT, gen uint64) {
 	if len(changes) > 0 {
 		e.publish(changes)
 	}
+	clear(changes) // keep no values alive between scans
+	g.changes = changes
 }
 
 // applyOne takes one pushed change (a monitored item) for the i-th tag of g.
@@ -484,31 +489,43 @@ func nonFinite(v value.VQT, raw value.Value, pass bool) value.VQT {
 
 // publish hands changes to the subscribers, and those that pass their
 // tag's history policy to the history subscribers.
+// They are copied into a pooled batch the subscribers share (fanout.go);
+// the caller keeps changes.
 func (e *Engine) publish(changes []Change) {
 	if e.retired.Load() {
 		return
 	}
-	var hist []Change
-	for _, c := range changes {
-		if c.record {
-			hist = append(hist, c)
+	e.changes.Add(uint64(len(changes)))
+	n := 0
+	for i := range changes {
+		if changes[i].record {
+			n++
 		}
 	}
-	if len(hist) > 0 {
-		e.publishHistory(hist)
-	}
-	e.subs.Lock()
-	defer e.subs.Unlock()
-	for _, s := range e.subs.m {
+	if n > 0 {
+		hb := newBatch(nil)
 		for _, c := range changes {
-			select {
-			case s.ch <- c:
-			default:
-				if s.dropped.Add(1) == 1 {
-					e.log.Warn("subscriber queue full; changes dropped and counted")
-				}
+			if c.record {
+				hb.c = append(hb.c, c)
 			}
 		}
+		e.publishHistory(hb)
+		hb.release()
+	}
+	b := newBatch(changes)
+	e.subs.Lock()
+	for _, s := range e.subs.m {
+		e.offer(s, b)
+	}
+	e.subs.Unlock()
+	b.release()
+}
+
+// offer hands changes to s, counting (and logging at the first) what did
+// not fit.
+func (e *Engine) offer(s *subscriber, b *batch) {
+	if lost := s.offer(b); lost > 0 && s.dropped.Add(uint64(lost)) == uint64(lost) {
+		e.log.Warn(s.warn)
 	}
 }
 
@@ -517,7 +534,7 @@ func (e *Engine) publish(changes []Change) {
 // loses changes; the count is returned by the dropped function (docs/architecture.md:
 // never dropped silently).
 func (e *Engine) Subscribe(buf int) (ch <-chan Change, dropped func() uint64, cancel func()) {
-	s := &subscriber{ch: make(chan Change, buf)}
+	s := newSubscriber(buf, "subscriber queue full; changes dropped and counted")
 	e.subs.Lock()
 	id := e.subs.next
 	e.subs.next++
@@ -527,6 +544,7 @@ func (e *Engine) Subscribe(buf int) (ch <-chan Change, dropped func() uint64, ca
 		e.subs.Lock()
 		delete(e.subs.m, id)
 		e.subs.Unlock()
+		s.close()
 	}
 }
 
@@ -555,8 +573,14 @@ func (e *Engine) flush() error {
 	if e.cfg.LastValues == nil {
 		return nil
 	}
+	e.flushMu.Lock()
+	defer e.flushMu.Unlock()
+	if e.flushBuf == nil {
+		e.flushBuf = map[string]value.VQT{}
+	}
+	vals := e.flushBuf
+	defer clear(vals) // reused by the next flush; SaveLastValues keeps none of it
 	e.mu.Lock()
-	vals := map[string]value.VQT{}
 	for p, st := range e.tags {
 		if st.dirty && st.cur.Value != nil {
 			vals[p] = st.cur
@@ -595,14 +619,43 @@ func (e *Engine) lookup(p string) (*tagState, bool) {
 	return st, ok
 }
 
+// reasonOutsidePrefixes is the one reason of a read or write refused for a
+// path outside the grant's prefixes.
+const reasonOutsidePrefixes = "path outside the allowed prefixes"
+
+// outsidePrefixes reports whether p, as a tag path (tagpath.Normalize),
+// lies outside g's prefixes. Read and Write check it before looking the
+// tag up, so a path outside them is refused the same way whether or not
+// the tag exists: prefixes cannot be used to probe which tags exist.
+func outsidePrefixes(g auth.Grant, p string) bool {
+	return !g.AllowsPath(tagpath.Normalize(p))
+}
+
 // Progress returns when a scan last completed (Start counts as progress).
-// The systemd watchdog pings only while this moves (docs/architecture.md, hard-won
-// rules: the watchdog proves progress).
+// The systemd watchdog pings only while this moves (docs/architecture.md, rules from
+// the field: the watchdog proves progress).
 func (e *Engine) Progress() time.Time { return time.Unix(0, e.progress.Load()) }
 
 // Stats returns the number of completed scans and of scans that overran
 // their period.
 func (e *Engine) Stats() (scans, overruns uint64) { return e.scans.Load(), e.overruns.Load() }
+
+// Counts are the engine's figures for the metrics: the configured tags,
+// the changes published to subscribers, completed scans and those that
+// overran their period, and changes the history feed skipped.
+type Counts struct {
+	Tags        int
+	Changes     uint64
+	Scans       uint64
+	Overruns    uint64
+	HistSkipped uint64
+}
+
+// Counts returns the engine's figures now (counters since New).
+func (e *Engine) Counts() Counts {
+	return Counts{Tags: len(e.tags), Changes: e.changes.Load(), Scans: e.scans.Load(), Overruns: e.overruns.Load(),
+		HistSkipped: e.histSkipped.Load()}
+}
 
 // Tags returns the configured tags whose paths g may see (its prefixes),
 // sorted by path, with their effective write level.
@@ -627,9 +680,10 @@ type TagInfo struct {
 	Current    value.VQT
 }
 
-// Read returns the current VQT of each path, in order: an unknown path is
-// Bad_NodeIdUnknown, a path outside g's prefixes Bad_UserAccessDenied
-// (docs/project.md, Quality). It fails with a *auth.DeniedError when g lacks
+// Read returns the current VQT of each path, in order: a path outside g's
+// prefixes is Bad_UserAccessDenied whether or not the tag exists
+// (outsidePrefixes), an unknown path inside them Bad_NodeIdUnknown
+// (docs/values.md). It fails with a *auth.DeniedError when g lacks
 // tag:read.
 func (e *Engine) Read(g auth.Grant, paths []string) ([]Result, error) {
 	if err := g.RequireScope(auth.TagRead, "tag.read"); err != nil {
@@ -641,11 +695,13 @@ func (e *Engine) Read(g auth.Grant, paths []string) ([]Result, error) {
 	defer e.mu.RUnlock()
 	for i, p := range paths {
 		out[i].Path = p
+		if outsidePrefixes(g, p) {
+			out[i].VQT = value.Bad(value.BadUserAccessDenied, reasonOutsidePrefixes, now)
+			continue
+		}
 		switch st, ok := e.lookup(p); {
 		case !ok:
 			out[i].VQT = value.Bad(value.BadNodeIDUnknown, "unknown tag", now)
-		case !g.AllowsPath(st.tag.Path):
-			out[i].VQT = value.Bad(value.BadUserAccessDenied, "path outside the allowed prefixes", now)
 		default:
 			out[i].VQT = st.cur
 		}
@@ -662,6 +718,18 @@ func (e *Engine) DeviceStates() map[string][2]string {
 			out[n] = [2]string{st, r}
 		} else {
 			out[n] = [2]string{"unknown", ""}
+		}
+	}
+	return out
+}
+
+// DeviceStats returns the request statistics of each device whose driver
+// keeps them (device.StatsReporter: Modbus, OPC UA); others are absent.
+func (e *Engine) DeviceStats() map[string]device.Stats {
+	out := map[string]device.Stats{}
+	for n, d := range e.devices {
+		if r, ok := d.(device.StatsReporter); ok {
+			out[n] = r.Stats()
 		}
 	}
 	return out

@@ -164,6 +164,7 @@ func benchIncrPython(t *testing.T, res map[string]string) {
 		b, _ := json.Marshal(body)
 		req, _ := http.NewRequest(method, url+path, bytes.NewReader(b))
 		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
