@@ -280,3 +280,35 @@ func TestEngine_ReplacingAHeldFlowDoesNotHoldTheOthers(t *testing.T) {
 		t.Errorf("held after its batch: %+v", st)
 	}
 }
+
+// TestQueue_BoundedInBytes: a queue of 100,000 messages holds at most
+// MaxQueueBytes of them: large messages beyond it drop the oldest
+// (drop_oldest) or themselves (drop_newest), counted; a message larger
+// than the whole limit is dropped, not queued.
+func TestQueue_BoundedInBytes(t *testing.T) {
+	big := func() *Msg {
+		return newMsg(map[string]any{"payload": json.RawMessage(`"` + strings.Repeat("x", 1<<20) + `"`)})
+	}
+	for _, overflow := range []string{DropOldest, DropNewest} {
+		q := newMsgQueue(MaxQueue, overflow)
+		dropped := 0
+		for range 200 {
+			n, _ := q.push(big())
+			dropped += n
+		}
+		n, _ := q.len()
+		if q.bytes > MaxQueueBytes || n+dropped != 200 || n > MaxQueueBytes>>20 || dropped == 0 {
+			t.Errorf("%s: %d queued holding %d bytes, %d dropped: want at most %d bytes, queued + dropped = 200", overflow, n, q.bytes, dropped, MaxQueueBytes)
+		}
+		for q.pop(64) != nil {
+		}
+		if q.bytes != 0 {
+			t.Errorf("%s: an empty queue holds %d bytes", overflow, q.bytes)
+		}
+	}
+	q := newMsgQueue(10, DropOldest)
+	huge := newMsg(map[string]any{"payload": json.RawMessage(`"` + strings.Repeat("x", MaxQueueBytes) + `"`)})
+	if n, queued := q.push(huge); n != 1 || queued {
+		t.Errorf("a message over the whole limit: dropped %d queued %v", n, queued)
+	}
+}

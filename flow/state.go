@@ -144,11 +144,13 @@ func (fs *flowState) stopped(version int64, d *Def, why string) {
 }
 
 // offer puts a trigger's message into the queue, never blocking: a full
-// queue drops (and counts) one message.
-func (fs *flowState) offer(m *Msg) {
+// queue drops (and counts) one message, or the oldest that make room for a
+// large one. It returns how many were dropped and whether m was queued.
+func (fs *flowState) offer(m *Msg) (dropped int, queued bool) {
 	fs.ctr.in.Add(1)
-	if fs.q.push(m) {
-		fs.ctr.dropped.Add(1)
+	dropped, queued = fs.q.push(m)
+	if n := dropped; n > 0 {
+		fs.ctr.dropped.Add(uint64(n))
 		if ok, held := fs.dropLog.allow(10 * time.Second); ok {
 			n, size := fs.q.len()
 			fs.e.log.Warn("flow queue full: messages dropped and counted", slog.String("flow", fs.name),
@@ -156,6 +158,7 @@ func (fs *flowState) offer(m *Msg) {
 				slog.Uint64("dropped_total", fs.ctr.dropped.Load()))
 		}
 	}
+	return dropped, queued
 }
 
 // noteError records a node failure as the flow's last error.
