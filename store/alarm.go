@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -319,6 +320,9 @@ func (db *DB) QueryAlarmJournal(q AlarmQuery) (entries []AlarmEntry, next uint64
 		// The first entry to look at.
 		switch {
 		case !q.Desc:
+			if q.After == math.MaxUint64 {
+				return nil // nothing comes after the last possible sequence number
+			}
 			start := q.After + 1
 			if !q.From.IsZero() {
 				if tk, _ := byTime.Cursor().Seek(alarmTimeKey(q.From, 0)); tk != nil {

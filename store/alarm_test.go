@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -182,5 +183,16 @@ func TestAlarmJournal_ScanStopsAtLimit(t *testing.T) {
 	}
 	if !slices.Equal(seen, []uint64{2, 3, 4}) {
 		t.Errorf("scan saw %v", seen)
+	}
+}
+
+// TestAlarmJournal_AfterTheLastPossibleSeq: after=2^64-1 is an empty page,
+// not (through an overflow of after+1) the journal from its start.
+func TestAlarmJournal_AfterTheLastPossibleSeq(t *testing.T) {
+	db := openTest(t)
+	journalOf(t, db, 3)
+	page, next, err := db.QueryAlarmJournal(AlarmQuery{After: math.MaxUint64, Limit: 10})
+	if err != nil || len(page) != 0 || next != 0 {
+		t.Errorf("after the last seq: %v next %d err %v, want an empty page", seqsOf(page), next, err)
 	}
 }
