@@ -1,6 +1,7 @@
 package api
 
 import (
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -237,6 +238,11 @@ func (s *Server) shelveAlarms(w http.ResponseWriter, r *http.Request, g auth.Gra
 	}
 	if err := needIDs(req.IDs); err != nil {
 		return err
+	}
+	// A duration beyond what time.Duration holds (about 292 years) would
+	// wrap to a negative one; it is longer than any max_shelve anyway.
+	if req.DurationS < 0 || req.DurationS > float64(math.MaxInt64/int64(time.Second)) {
+		return errorf(http.StatusBadRequest, KindInvalid, "duration_s: %g is out of range (0 to %d seconds; alarms.max_shelve bounds it further)", req.DurationS, math.MaxInt64/int64(time.Second))
 	}
 	res, err := s.deps.Alarms.ShelveAlarms(r.Context(), g, req.IDs, time.Duration(req.DurationS*float64(time.Second)), req.OneShot)
 	if err != nil {

@@ -153,6 +153,10 @@ func TestAlarmRoutes_WireShape(t *testing.T) {
 	if rec := e.req(t, "POST", "/api/v1/alarms/ack", `{"ids":["x"],"color":1}`, nil, bearer); rec.Code != 400 {
 		t.Errorf("ack with an unknown key: %d", rec.Code)
 	}
+	if rec := e.req(t, "POST", "/api/v1/alarms/shelve", `{"ids":["x"],"duration_s":1e30}`, nil, bearer); rec.Code != 400 ||
+		!strings.Contains(rec.Body.String(), "duration_s: 1e+30 is out of range") {
+		t.Errorf("shelve for 1e30 s: %d %s, want 400 naming duration_s", rec.Code, rec.Body)
+	}
 	// A key without alarm:read is refused for the call.
 	if rec := e.req(t, "GET", "/api/v1/alarms", "", nil, map[string]string{"Authorization": "Bearer " + tokReader}); rec.Code != 403 ||
 		!strings.Contains(rec.Body.String(), `missing scope \"alarm:read\"`) {
