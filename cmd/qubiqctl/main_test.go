@@ -464,3 +464,20 @@ func newFlagSetForTest(o *opts) *flag.FlagSet {
 	fs.StringVar(&o.args, "args", "", "")
 	return fs
 }
+
+// TestCleanCell: text that would act on a terminal (an ANSI escape, NUL,
+// a right-to-left override) is shown escaped in tables; tabs and newlines
+// become spaces; letters of every script pass as they are.
+func TestCleanCell(t *testing.T) {
+	for in, want := range map[string]string{
+		"\x1b[31mred":       `\u001b[31mred`,
+		"a\x00b":            `a\u0000b`,
+		"evil\u202egnp.exe": `evil\u202egnp.exe`,
+		"line\none\ttab":    "line one tab",
+		"Kühlung Vorlauf":   "Kühlung Vorlauf",
+	} {
+		if got := cleanCell(in); got != want {
+			t.Errorf("cleanCell(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -35,13 +35,31 @@ func newTable(w io.Writer, header ...string) *table {
 	return t
 }
 
-var cellCleaner = strings.NewReplacer("\t", " ", "\n", " ", "\r", " ")
+// cleanCell makes a cell safe for a terminal: tabs and line breaks become
+// spaces (the columns stay aligned), and every other control character
+// (an ESC that would start a terminal escape sequence, NUL, DEL, C1
+// controls) and the bidirectional overrides (U+202A–U+202E, U+2066–U+2069)
+// are shown as a \u escape instead of acting on the terminal. Text from
+// devices, notes and scripts reaches tables through it.
+func cleanCell(c string) string {
+	var b strings.Builder
+	for _, r := range c {
+		switch {
+		case r == '\t' || r == '\n' || r == '\r':
+			b.WriteByte(' ')
+		case r < 0x20 || (r >= 0x7f && r < 0xa0) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069):
+			fmt.Fprintf(&b, "\\u%04x", r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
 
-// row adds one row; tabs and newlines in cells become spaces so columns
-// stay aligned.
+// row adds one row; cells pass through cleanCell.
 func (t *table) row(cells ...string) {
 	for i, c := range cells {
-		cells[i] = cellCleaner.Replace(c)
+		cells[i] = cleanCell(c)
 	}
 	fmt.Fprintln(t.tw, strings.Join(cells, "\t"))
 }

@@ -240,9 +240,9 @@ func (v *watchView) line(tv apitypes.TagValue) error {
 		_, err = fmt.Fprintln(v.c.stdout, string(b))
 		return err
 	}
-	s := fmt.Sprintf("%s  %-*s  %s  %s", tv.Timestamp.UTC().Format(tableTime), v.width, tv.Path, formatValue(tv.Value), tv.Quality)
+	s := fmt.Sprintf("%s  %-*s  %s  %s", tv.Timestamp.UTC().Format(tableTime), v.width, tv.Path, cleanCell(formatValue(tv.Value)), tv.Quality)
 	if tv.Reason != "" {
-		s += "  " + cellCleaner.Replace(tv.Reason)
+		s += "  " + cleanCell(tv.Reason)
 	}
 	_, err := fmt.Fprintln(v.c.stdout, s)
 	return err
