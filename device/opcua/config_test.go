@@ -98,7 +98,7 @@ func TestDriver_CheckPoint(t *testing.T) {
 // with an octet above 255, are refused with the fix in the message.
 func TestCheckURL_Mistakes(t *testing.T) {
 	for in, want := range map[string]string{
-		"10.0.0.6:4840":              `"10.0.0.6:4840": no scheme; write opc.tcp://10.0.0.6:4840`,
+		"10.0.0.6:4840":             `"10.0.0.6:4840": no scheme; write opc.tcp://10.0.0.6:4840`,
 		"opc.tcp://10.0.0.256:4840": "10.0.0.256 is not an IPv4 address",
 	} {
 		if err := checkURL(in); err == nil || !strings.Contains(err.Error(), want) {
