@@ -172,6 +172,14 @@ bench-flows: deps build
 bench: bench-alarms
 bench-alarms: deps build
 	PYTHON_PATH=$(PYTHON) bench/alarms/run.sh
+
+# LiveView (docs/liveview.md): the panel's end-to-end run in headless
+# Chromium (integration/liveview_test.go; it installs Debian's chromium and
+# the pinned playwright-core when missing). Screenshots at 1280×800 land in
+# build/test-artifacts/liveview/.
+.PHONY: e2e-liveview
+e2e-liveview:
+	cd integration && go test -tags integration -count=1 -run 'TestLiveView' .
 # Whole-process benchmarks of issue 18 (bench/README.md): the real qubiqd
 # measured from /proc by bench/harness. Every run.sh records its lines in
 # build/bench/results.json (bench/record.sh).

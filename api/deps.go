@@ -47,6 +47,10 @@ type Deps struct {
 	// Audit lists the audit log (GET /api/v1/audit, users_admin).
 	Audit AuditLog
 
+	// Metrics serves GET /api/v1/metrics and counts every answered
+	// request by route pattern and status code (routes_metrics.go).
+	Metrics Metrics
+
 	Auth      Authenticator
 	Tags      Tags
 	Scripts   Scripts
@@ -82,6 +86,10 @@ type Deps struct {
 	// Alarms serves the alarm routes and the WebSocket's alarm messages
 	// (routes_alarms.go, ws.go).
 	Alarms gateway.Alarms
+	// Appliance serves flashing, the slots' state, backup, restore and the
+	// log level (routes_firmware.go); the daemon passes it, DepsFrom
+	// leaves it nil.
+	Appliance gateway.Appliance
 	// TLS describes the listener's certificate for GET /health ("tls");
 	// nil when the listener speaks plain HTTP.
 	TLS *apitypes.TLSInfo
@@ -145,6 +153,7 @@ type APIKeys interface {
 // (gateway.Devices).
 type Devices interface {
 	ListDevices(ctx context.Context) []gateway.DeviceInfo
+	Device(ctx context.Context, name string) (gateway.DeviceInfo, error)
 	DevicePlan(ctx context.Context, name string) ([]gateway.PlannedRequest, error)
 }
 

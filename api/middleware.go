@@ -37,8 +37,10 @@ func (s *Server) wrap(rt route) http.Handler {
 					s.writeError(sw, r, target, fmt.Errorf("panic: %v", v))
 				}
 			}
+			took := time.Since(start)
 			s.log.DebugContext(r.Context(), "request", slog.String("route", target), slog.Int("status", sw.status),
-				slog.Duration("took", time.Since(start)))
+				slog.Duration("took", took))
+			s.observe(rt, target, sw.status, took)
 		}()
 		if rt.stream {
 			rc := http.NewResponseController(w)

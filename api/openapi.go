@@ -40,6 +40,8 @@ type opSpec struct {
 	// of another media type. Neither: no content (status 204).
 	resp      any
 	respMedia string
+	// respLine, with respMedia NDJSON, is a value of each line's type.
+	respLine any
 	// status is the success status; 0 is 200, or 204 without resp.
 	status int
 	// query lists the query parameters: "name: description".
@@ -139,7 +141,11 @@ func buildOpenAPI(rts []route, ops map[string]opSpec) map[string]any {
 		case spec.resp != nil:
 			answer["content"] = map[string]any{"application/json": map[string]any{"schema": sg.of(reflect.TypeOf(spec.resp))}}
 		case spec.respMedia != "":
-			answer["content"] = map[string]any{spec.respMedia: map[string]any{"schema": map[string]any{"type": "string"}}}
+			media := map[string]any{"schema": map[string]any{"type": "string"}}
+			if spec.respLine != nil {
+				media["x-qubiq-line-schema"] = sg.of(reflect.TypeOf(spec.respLine)) // each line is one JSON value of it
+			}
+			answer["content"] = map[string]any{spec.respMedia: media}
 		case status == 0:
 			status = http.StatusNoContent
 			answer["description"] = "done, no content"

@@ -15,9 +15,11 @@ var openapiOps = map[string]opSpec{
 	"GET /api/v1/health": {summary: "Health of the appliance (status, reasons, sandbox, devices)",
 		resp: struct {
 			at.Health
-			TLS *at.TLSInfo `json:"tls,omitempty"`
+			TLS      *at.TLSInfo        `json:"tls,omitempty"`
+			Firmware *at.FirmwareStatus `json:"firmware,omitempty"`
 		}{}},
 	"GET /api/v1/openapi.json": {summary: "This document", resp: map[string]any{}},
+	"GET /api/v1/metrics":      {summary: "Prometheus metrics, text exposition format (docs/metrics.md)", respMedia: "text/plain; version=0.0.4"},
 
 	"GET /api/v1/tags":        {summary: "List the tags the grant may see", resp: []at.TagInfo{}},
 	"POST /api/v1/tags/read":  {summary: "Read tags' values, qualities and timestamps", req: at.ReadRequest{}, resp: []at.TagValue{}},
@@ -32,7 +34,8 @@ var openapiOps = map[string]opSpec{
 	"GET /api/v1/scripts/{module}/versions":           {summary: "A module's versions", resp: []at.ScriptVersionInfo{}},
 	"GET /api/v1/scripts/{module}/versions/{version}": {summary: "The code of one version", resp: at.ScriptCode{}},
 
-	"GET /api/v1/devices":                                   {summary: "List the devices", resp: []at.DeviceInfo{}},
+	"GET /api/v1/devices":                                   {summary: "List the devices with their request statistics", resp: []at.DeviceInfo{}},
+	"GET /api/v1/devices/{name}":                            {summary: "One device with its request statistics (docs/metrics.md)", resp: at.DeviceInfo{}},
 	"GET /api/v1/devices/{name}/plan":                       {summary: "The requests one scan of a Modbus device sends", resp: []at.PlannedRequest{}},
 	"GET /api/v1/devices/{name}/browse":                     {summary: "Browse an OPC UA server's address space", resp: []at.BrowseNode{}, query: []string{"node: the node to browse below"}},
 	"GET /api/v1/devices/{name}/certs":                      {summary: "An OPC UA device's certificates (trusted, rejected)", resp: []at.DeviceCert{}},
@@ -55,8 +58,8 @@ var openapiOps = map[string]opSpec{
 	"GET /api/v1/liveview/views":                {summary: "The LiveView panels the session may open", resp: []at.View{}},
 	"GET /api/v1/liveview/views/{panel}/events": {summary: "A panel's recent events", resp: []at.PanelEvent{}},
 
-	"GET /api/v1/alarms":           {summary: "The current alarms", resp: at.AlarmList{}, query: []string{"state: states to list", "prefix: a source path prefix", "priority: priorities to list"}},
-	"GET /api/v1/alarms/journal":   {summary: "The alarm journal", resp: at.AlarmJournal{}},
+	"GET /api/v1/alarms":           {summary: "The current alarms", resp: at.AlarmList{}, query: []string{"state: states to list (comma-separated)", "priority: priorities to list (comma-separated)", "prefix: a source path prefix", "include_normal: true to list normal alarms too"}},
+	"GET /api/v1/alarms/journal":   {summary: "The alarm journal", resp: at.AlarmJournal{}, query: []string{"path: an alarm's source", "priority: a priority", "state: a state", "from: RFC 3339", "to: RFC 3339", "limit: at most this many", "after: a sequence number (paging)", "order: asc or desc"}},
 	"GET /api/v1/alarms/stats":     {summary: "Alarm rates over a window", resp: at.AlarmStats{}, query: []string{"window_h: the window in hours"}},
 	"POST /api/v1/alarms/ack":      {summary: "Acknowledge alarms", req: at.AlarmAckRequest{}, resp: at.AlarmResults{}},
 	"POST /api/v1/alarms/shelve":   {summary: "Shelve alarms", req: at.AlarmShelveRequest{}, resp: at.AlarmResults{}},
@@ -98,8 +101,8 @@ var openapiOps = map[string]opSpec{
 
 	"GET /api/v1/sandbox/config":             {summary: "The script sandbox's configuration", resp: at.SandboxConfig{}},
 	"GET /api/v1/sandbox/packages":           {summary: "The installed packages", resp: []at.SandboxPackage{}},
-	"POST /api/v1/sandbox/packages":          {summary: "Install a package from the index (NDJSON progress events, PackageEvent)", req: at.PackageInstallRequest{}, respMedia: at.NDJSONContentType},
-	"POST /api/v1/sandbox/packages/upload":   {summary: "Install uploaded wheels", reqMedia: "multipart/form-data", resp: at.PackageChange{}},
+	"POST /api/v1/sandbox/packages":          {summary: "Install a package from the index (NDJSON progress events, PackageEvent)", req: at.PackageInstallRequest{}, respMedia: at.NDJSONContentType, respLine: at.PackageEvent{}},
+	"POST /api/v1/sandbox/packages/upload":   {summary: "Install uploaded wheels (NDJSON progress events, PackageEvent)", reqMedia: "multipart/form-data", respMedia: at.NDJSONContentType, respLine: at.PackageEvent{}, query: []string{"filename: the wheel's name, for a body that is the wheel itself", "acknowledge_widening: true to install what widens the allow-list"}},
 	"DELETE /api/v1/sandbox/packages/{name}": {summary: "Remove a package", resp: at.PackageChange{}},
 	"GET /api/v1/sandbox/check":              {summary: "Check the package index", resp: at.IndexCheck{}},
 }

@@ -536,6 +536,10 @@ func TestServer_ListRoutes_OK(t *testing.T) {
 		{"/api/v1/tags", tokReader, `[{"path":"Line1/Pump/Speed","device":"plc1","address":"HR100","type":"float32","write_level":"supervise","read_only":false}]`},
 		{"/api/v1/devices", tokReader, `[{"name":"plc1","driver":"modbus","state":"connected","tags":4}]`},
 		{"/api/v1/scripts", tokFull, `[{"module":"pumps","version":3,"entries":[]}]`},
+		{"/api/v1/devices/plc1", tokReader, `{"name":"plc1","driver":"modbus","state":"connected","tags":4,"stats":{"requests":10,` +
+			`"errors":{"timeout":2},"errors_total":2,"timeouts":2,"reconnects":1,"last_good":"2026-12-01T10:00:00Z",` +
+			`"latency_p50_ms":1.5,"latency_p99_ms":20,"units":[{"unit_id":2,"breaker":"open","timeouts":3,` +
+			`"demoted_until":"2026-12-01T10:00:30Z"}]}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {
@@ -544,6 +548,13 @@ func TestServer_ListRoutes_OK(t *testing.T) {
 				t.Errorf("status %d body %s, want %s", rec.Code, got, tt.want)
 			}
 		})
+	}
+}
+
+func TestServer_GetDevice_Unknown(t *testing.T) {
+	e := newEnv(t, Config{})
+	if rec := e.do(t, "GET", "/api/v1/devices/nope", tokReader, ""); rec.Code != 404 {
+		t.Errorf("unknown device: status %d, want 404", rec.Code)
 	}
 }
 

@@ -134,7 +134,11 @@ type TagConfig struct {
 	// ("utf8", the default, "ascii" or "latin1") are a register string's.
 	StringByteOrder string `yaml:"string_byte_order,omitempty" json:"string_byte_order,omitempty"`
 	Encoding        string `yaml:"encoding,omitempty" json:"encoding,omitempty"`
-	Line            int    `yaml:"-" json:"-"`
+	// Min and Max are the engineering limits of writes (docs/project.md,
+	// "Limits"): numbers, min <= max, on numeric (and OPC UA auto) tags.
+	Min  *float64 `yaml:"min,omitempty" json:"min,omitempty"`
+	Max  *float64 `yaml:"max,omitempty" json:"max,omitempty"`
+	Line int      `yaml:"-" json:"-"`
 }
 
 // DeadbandConf is {absolute: x} or {percent: x}.
@@ -237,6 +241,30 @@ func ParseProject(b []byte) (*Project, error) {
 	return &p, err
 }
 
+// checkLimits checks a tag's min and max: finite numbers, min <= max, on
+// a tag whose values are numbers (not bool or string).
+func checkLimits(tc TagConfig, typ value.Type, textual bool) []error {
+	if tc.Min == nil && tc.Max == nil {
+		return nil
+	}
+	var errs []error
+	if textual {
+		errs = append(errs, fmt.Errorf("min and max apply to numbers, not to a %s tag (remove them)", typ))
+	}
+	for _, l := range []struct {
+		key string
+		v   *float64
+	}{{"min", tc.Min}, {"max", tc.Max}} {
+		if l.v != nil && (math.IsNaN(*l.v) || math.IsInf(*l.v, 0)) {
+			errs = append(errs, fmt.Errorf("%s %v: want a finite number", l.key, *l.v))
+		}
+	}
+	if tc.Min != nil && tc.Max != nil && *tc.Min > *tc.Max {
+		errs = append(errs, fmt.Errorf("min %v is above max %v", *tc.Min, *tc.Max))
+	}
+	return errs
+}
+
 // Tags converts the tag configs into engine tags. Every bad tag is reported
 // (file, line, path, and what is wrong); nothing is half-converted: on error
 // the tag list is nil.
@@ -318,6 +346,8 @@ func (tc TagConfig) engineTag() (tagengine.Tag, error) {
 	default:
 		errs = append(errs, fmt.Errorf("non_finite %q: want bad (the default) or pass", tc.NonFinite))
 	}
+	errs = append(errs, checkLimits(tc, pt.Type, textual)...)
+	t.Min, t.Max = tc.Min, tc.Max
 	if tc.Scan != "" {
 		d, err := ParseDuration(tc.Scan)
 		if err != nil || d <= 0 {

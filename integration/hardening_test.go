@@ -4,6 +4,7 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -13,6 +14,9 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/coder/websocket"
+	"github.com/coder/websocket/wsjson"
 )
 
 // hardeningProject: tags inside and outside a key's prefixes, a module
@@ -224,7 +228,7 @@ func mustJSON(v any) []byte { b, _ := json.Marshal(v); return b }
 
 // TestHardening_AccessAndSessions through the real qubiqd: a key limited
 // to Line1 gets the same answer for a known and an unknown tag outside it
-// (REST read and write, and from a script); login failures from one
+// (REST read and write, a script, the WebSocket's subscribe); login failures from one
 // address do not keep the user out from another; a panel's script stops
 // at its next system.* call once its session is logged out.
 func TestHardening_AccessAndSessions(t *testing.T) {
@@ -257,6 +261,37 @@ func TestHardening_AccessAndSessions(t *testing.T) {
 	if len(run.Result) != 2 || run.Result[0][0] != "Bad_UserAccessDenied" || run.Result[1] != run.Result[0] {
 		t.Fatalf("script read outside the prefixes: %v, want the same answer for both", run.Result)
 	}
+
+	// The WebSocket's subscribe answers the same for both.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, strings.Replace(d.url, "http", "ws", 1)+"/api/v1/ws", &websocket.DialOptions{
+		HTTPHeader: http.Header{"Authorization": {"Bearer " + key.Token}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	if err := wsjson.Write(ctx, ws, map[string]any{"type": "subscribe", "paths": []string{"Line2/Secret", "Line2/Nope"}}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		var m struct {
+			Type   string
+			Values []tagValue
+		}
+		if err := wsjson.Read(ctx, ws, &m); err != nil {
+			t.Fatalf("websocket: %v", err)
+		}
+		if m.Type != "values" {
+			continue
+		}
+		if len(m.Values) != 2 || m.Values[0].Quality != "Bad_UserAccessDenied" || m.Values[1].Quality != m.Values[0].Quality ||
+			m.Values[1].Reason != m.Values[0].Reason {
+			t.Fatalf("subscribe outside the prefixes: %+v, want the same Bad_UserAccessDenied for both", m.Values)
+		}
+		break
+	}
+	ws.Close(websocket.StatusNormalClosure, "")
 
 	// Login throttling per user and address.
 	pwFile := filepath.Join(t.TempDir(), "pw")

@@ -98,6 +98,7 @@ type HistoryStats struct {
 	RetentionDeleted   uint64 // blocks deleted by retention
 	Bytes              int64  // bytes of blocks (what MaxBytes bounds)
 	Journal            int    // committed samples not yet in blocks
+	Queue              int    // samples waiting to be committed (the bounded queue and a failed commit's backlog)
 }
 
 // History records tag history (docs/project.md, store: history; issue 4
@@ -476,7 +477,7 @@ func (h *History) Stats() HistoryStats {
 	s.Bytes, s.Journal = h.bytes, h.openN
 	h.mu.RUnlock()
 	h.inMu.Lock()
-	s.Offered, s.Dropped = h.offered, h.dropped
+	s.Offered, s.Dropped, s.Queue = h.offered, h.dropped, len(h.in)+h.backlog
 	h.inMu.Unlock()
 	return s
 }

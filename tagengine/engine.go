@@ -170,6 +170,7 @@ type Engine struct {
 	scans     atomic.Uint64
 	writeGen  atomic.Uint64 // counts the writes the engine published itself (held values)
 	overruns  atomic.Uint64
+	changes   atomic.Uint64 // changes published (Counts)
 	wg        sync.WaitGroup
 	cancel    context.CancelFunc
 	startOnce sync.Once
@@ -494,6 +495,7 @@ func (e *Engine) publish(changes []Change) {
 	if e.retired.Load() {
 		return
 	}
+	e.changes.Add(uint64(len(changes)))
 	n := 0
 	for i := range changes {
 		if changes[i].record {
@@ -638,6 +640,23 @@ func (e *Engine) Progress() time.Time { return time.Unix(0, e.progress.Load()) }
 // their period.
 func (e *Engine) Stats() (scans, overruns uint64) { return e.scans.Load(), e.overruns.Load() }
 
+// Counts are the engine's figures for the metrics: the configured tags,
+// the changes published to subscribers, completed scans and those that
+// overran their period, and changes the history feed skipped.
+type Counts struct {
+	Tags        int
+	Changes     uint64
+	Scans       uint64
+	Overruns    uint64
+	HistSkipped uint64
+}
+
+// Counts returns the engine's figures now (counters since New).
+func (e *Engine) Counts() Counts {
+	return Counts{Tags: len(e.tags), Changes: e.changes.Load(), Scans: e.scans.Load(), Overruns: e.overruns.Load(),
+		HistSkipped: e.histSkipped.Load()}
+}
+
 // Tags returns the configured tags whose paths g may see (its prefixes),
 // sorted by path, with their effective write level.
 func (e *Engine) Tags(g auth.Grant) []TagInfo {
@@ -699,6 +718,18 @@ func (e *Engine) DeviceStates() map[string][2]string {
 			out[n] = [2]string{st, r}
 		} else {
 			out[n] = [2]string{"unknown", ""}
+		}
+	}
+	return out
+}
+
+// DeviceStats returns the request statistics of each device whose driver
+// keeps them (device.StatsReporter: Modbus, OPC UA); others are absent.
+func (e *Engine) DeviceStats() map[string]device.Stats {
+	out := map[string]device.Stats{}
+	for n, d := range e.devices {
+		if r, ok := d.(device.StatsReporter); ok {
+			out[n] = r.Stats()
 		}
 	}
 	return out

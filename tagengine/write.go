@@ -117,11 +117,24 @@ func (e *Engine) writeOne(ctx context.Context, g auth.Grant, r WriteRequest, lev
 	if st.tag.ReadOnly {
 		return refuse(value.BadNotWritable, "tag is read-only", nil)
 	}
-	// The one coercion of the write path (device.Coerce): the driver gets
-	// the value in its tag's type and does not coerce it again.
-	raw, err := st.tag.Scale.ToRaw(value.Normalize(r.Value), st.tag.Point.Type)
+	// The tag's engineering limits (min, max), then the one coercion of
+	// the write path (device.Coerce): the driver gets the value in its
+	// tag's type and does not coerce it again.
+	eng := value.Normalize(r.Value)
+	if err := st.tag.CheckLimits(eng); err != nil {
+		return refuse(value.BadOutOfRange, err.Error(), nil)
+	}
+	raw, err := st.tag.Scale.ToRaw(eng, st.tag.Point.Type)
 	if err == nil {
+		var scaled value.Value = raw
 		raw, err = device.Coerce(st.tag.Point, raw)
+		var qe *device.QualityError
+		if errors.As(err, &qe) && qe.Quality == value.BadOutOfRange && !st.tag.Scale.identity() {
+			// A scaled write whose raw value the register cannot hold:
+			// say which raw value and the type's range.
+			return refuse(value.BadOutOfRange, fmt.Sprintf("out of range: %v scales to the raw value %v, outside the %s range (%s)",
+				eng, scaled, st.tag.Point.Type, value.RangeText(st.tag.Point.Type)), nil)
+		}
 	}
 	if err != nil {
 		if qe := (*device.QualityError)(nil); errors.As(err, &qe) {

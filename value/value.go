@@ -327,6 +327,23 @@ func show(v Value) string {
 	return fmt.Sprint(v)
 }
 
+// RangeText is the range of values type t holds, for refusals: "-32768 to
+// 32767" for int16, "0 to 65535" for uint16, "±3.4028234663852886e+38" for
+// float32 (Coerce's bounds); "" for types without one (bool, string,
+// float64, auto).
+func RangeText(t Type) string {
+	switch t {
+	case Int16, Int32, Int64:
+		lo, hi := intRange(t)
+		return fmt.Sprintf("%d to %d", lo, hi)
+	case Uint16, Uint32, Uint64:
+		return fmt.Sprintf("0 to %d", uintMax(t))
+	case Float32:
+		return fmt.Sprintf("±%v", float64(math.MaxFloat32))
+	}
+	return ""
+}
+
 func intRange(t Type) (int64, int64) {
 	switch t {
 	case Int16:

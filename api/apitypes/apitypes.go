@@ -43,9 +43,13 @@ const ProblemContentType = "application/problem+json"
 // whole seconds since the daemon started. Devices maps a device name to its
 // connection state, Flows a flow's name to its state (docs/flows.md).
 // EscapeHatch reports whether QUBIQ_BROWSER_SCRIPT_SCOPES=off is in force.
+// Warnings list what the configuration asks for that the daemon does not
+// act on, and safeties turned off ([] when none; they do not make the
+// status degraded; docs/config.md, "Warnings").
 type Health struct {
 	Status      string                  `json:"status"`
 	Reasons     []string                `json:"reasons"`
+	Warnings    []string                `json:"warnings"`
 	Version     string                  `json:"version"`
 	UptimeS     int64                   `json:"uptime_s"`
 	Sandbox     SandboxHealth           `json:"sandbox"`
@@ -90,14 +94,64 @@ type DeviceHealth struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// DeviceInfo is one element of GET /api/v1/devices.
+// DeviceInfo is one element of GET /api/v1/devices, and the body of GET
+// /api/v1/devices/{name}. Stats is absent for a driver that keeps none
+// (the simulator).
 type DeviceInfo struct {
-	Name   string `json:"name"`
-	Driver string `json:"driver"`
-	URL    string `json:"url,omitempty"`
-	State  string `json:"state"`
-	Reason string `json:"reason,omitempty"`
-	Tags   int    `json:"tags"`
+	Name   string       `json:"name"`
+	Driver string       `json:"driver"`
+	URL    string       `json:"url,omitempty"`
+	State  string       `json:"state"`
+	Reason string       `json:"reason,omitempty"`
+	Tags   int          `json:"tags"`
+	Stats  *DeviceStats `json:"stats,omitempty"`
+}
+
+// DeviceStats are a device's statistics since its driver was built
+// (docs/metrics.md, "Devices"): requests sent, the failed ones by kind
+// (timeout, not_connected, communication, exception, configuration) and
+// in all, timeouts, reconnects, the last good poll and the last failure
+// (RFC 3339 UTC; absent: never), the latency's estimated median and 99th
+// percentile in milliseconds, the Modbus breaker per unit, the OPC UA
+// subscription figures.
+type DeviceStats struct {
+	Requests    uint64            `json:"requests"`
+	Errors      map[string]uint64 `json:"errors"`
+	ErrorsTotal uint64            `json:"errors_total"`
+	Timeouts    uint64            `json:"timeouts"`
+	Reconnects  uint64            `json:"reconnects"`
+	LastGood    *time.Time        `json:"last_good,omitempty"`
+	LastError   *time.Time        `json:"last_error,omitempty"`
+	LatencyP50  float64           `json:"latency_p50_ms"`
+	LatencyP99  float64           `json:"latency_p99_ms"`
+	Units       []UnitBreaker     `json:"units,omitempty"`
+	OPCUA       *OPCUAFigures     `json:"opcua,omitempty"`
+}
+
+// UnitBreaker is one Modbus unit's circuit breaker: "closed", "open"
+// (demoted until demoted_until) or "probing", with its consecutive
+// timeouts.
+type UnitBreaker struct {
+	UnitID       int        `json:"unit_id"`
+	Breaker      string     `json:"breaker"`
+	Timeouts     int        `json:"timeouts"`
+	DemotedUntil *time.Time `json:"demoted_until,omitempty"`
+}
+
+// OPCUAFigures are an OPC UA device's subscription figures: monitored
+// items (and the bad ones), subscriptions, publish responses with data and
+// keep-alives, data changes delivered, publish responses per second of the
+// current session, sessions created and re-activated.
+type OPCUAFigures struct {
+	MonitoredItems      int     `json:"monitored_items"`
+	BadItems            int     `json:"bad_items"`
+	Subscriptions       int     `json:"subscriptions"`
+	PublishResponses    uint64  `json:"publish_responses"`
+	KeepAlives          uint64  `json:"keep_alives"`
+	DataChanges         uint64  `json:"data_changes"`
+	PublishRate         float64 `json:"publish_rate"`
+	SessionsCreated     uint64  `json:"sessions_created"`
+	SessionsReactivated uint64  `json:"sessions_reactivated"`
 }
 
 // TagInfo is one element of GET /api/v1/tags: a tag of the project as the
@@ -113,6 +167,10 @@ type TagInfo struct {
 	WriteLevel string `json:"write_level"`
 	ReadOnly   bool   `json:"read_only"`
 	Scan       string `json:"scan,omitempty"`
+	// Min and Max are the tag's engineering limits of writes (absent:
+	// none); the server refuses a write outside them (Bad_OutOfRange).
+	Min *float64 `json:"min,omitempty"`
+	Max *float64 `json:"max,omitempty"`
 }
 
 // ReadRequest is the body of POST /api/v1/tags/read.

@@ -18,7 +18,7 @@ import (
 
 // commands is every subcommand, by its full name.
 var commands = map[string]command{
-	"status": {name: "status", help: "Show the daemon's health: status, reasons, sandbox, devices. Exit 1 when it is failed.",
+	"status": {name: "status", help: "Show the daemon's health: status, reasons, sandbox, devices, the firmware slots. Exit 1 when it is failed.",
 		run: cmdStatus},
 	"provision": {name: "provision", args: "--password-file FILE",
 		help: "Set the first admin password (FILE, or - for stdin); revokes the bootstrap token.",
@@ -69,9 +69,16 @@ func cmdStatus(ctx context.Context, c *cli, _ *opts, args []string) error {
 		return err
 	}
 	if c.g.json {
-		err = c.printJSON(h)
+		// The whole answer, with the members apitypes.Health leaves out
+		// (tls, firmware).
+		var raw json.RawMessage
+		if err = c.do(ctx, "GET", "/api/v1/health", nil, &raw, 503); err == nil {
+			err = c.printJSON(raw)
+		}
 	} else if err = printHealth(c.stdout, h); err == nil {
-		err = c.printTLS(ctx)
+		if err = c.printTLS(ctx); err == nil {
+			err = c.printFirmware(ctx)
+		}
 	}
 	if err == nil && h.Status == apitypes.HealthFailed {
 		err = fmt.Errorf("the daemon's health is %q: %s", h.Status, strings.Join(h.Reasons, "; "))

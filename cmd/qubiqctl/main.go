@@ -130,6 +130,8 @@ type opts struct {
 	expires                              string
 	passwordFile                         string
 	realm                                string
+	force, keepCredentials               bool   // flash, restore
+	output                               string // backup -o
 }
 
 // run is qubiqctl: it parses args, calls the subcommand, prints its answer

@@ -98,6 +98,7 @@ func clearEnv(t *testing.T) {
 }
 
 const healthBody = `{"status":"degraded","reasons":["python runtime missing: /usr/lib/qubiq/current/python/bin/python3"],
+"warnings":["/etc/qubiq/qubiq.yaml:12: mqtt: this qubiqd does not act on this block; it is ignored","python.pids_max: unlimited: script workers run without that limit"],
 "version":"1.4.0","uptime_s":3723,"sandbox":{"mode":"cgroup2","limits":{"memory_max":268435456,"memory":"enforced (memory.max)"},"hardening":{"netns":"active","landlock":"unavailable: kernel without Landlock"},"python":{"status":"missing","version":"","path":"/usr/lib/qubiq/current/python/bin/python3"},"linter":"syntax-only"},
 "devices":{"plc1":{"state":"connected"},"ua1":{"state":"disconnected","reason":"certificate not trusted"}},"escape_hatch":false}`
 
@@ -114,8 +115,10 @@ func TestRun_Status_Table(t *testing.T) {
 	}
 	for _, want := range []string{
 		"status        degraded\n",
-		"reasons       python runtime missing: /usr/lib/qubiq/current/python/bin/python3\n",
-		"version       1.4.0\n",
+		"reasons       python runtime missing: /usr/lib/qubiq/current/python/bin/python3\n" +
+			"warnings      /etc/qubiq/qubiq.yaml:12: mqtt: this qubiqd does not act on this block; it is ignored\n" +
+			"              python.pids_max: unlimited: script workers run without that limit\n" +
+			"version       1.4.0\n",
 		"uptime        1h2m3s\n",
 		"sandbox       mode cgroup2, linter syntax-only\n",
 		// one line per key, in the daemon's order, strings unquoted
@@ -297,7 +300,7 @@ func TestRun_Env_URLAndAPIKey(t *testing.T) {
 	if r := d.last(t); r.auth != "Bearer from-env" {
 		t.Errorf("Authorization = %q, want the env key", r.auth)
 	}
-	if out != "NAME  DRIVER  STATE      TAGS  URL  REASON\nplc1  modbus  connected  12    -\n" {
+	if out != "NAME  DRIVER  STATE      TAGS  REQUESTS  ERRORS  P50  P99  LAST GOOD  URL  REASON\nplc1  modbus  connected  12    -         -       -    -    -          -\n" {
 		t.Errorf("output:\n%q", out)
 	}
 	// The flag wins over the environment, before or after the subcommand.

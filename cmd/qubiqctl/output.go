@@ -164,6 +164,13 @@ func printHealth(w io.Writer, h apitypes.Health) error {
 		}
 		t.row(label, r)
 	}
+	for i, w := range h.Warnings {
+		label := ""
+		if i == 0 {
+			label = "warnings"
+		}
+		t.row(label, w)
+	}
 	t.row("version", orDash(h.Version))
 	t.row("uptime", (time.Duration(h.UptimeS) * time.Second).String())
 	sb := h.Sandbox

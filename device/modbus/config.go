@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"path"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -227,6 +228,14 @@ func (c Config) endpoint() (endpoint, error) {
 	if c.URL == "" {
 		return endpoint{}, fmt.Errorf("required (%s)", forms)
 	}
+	if !strings.Contains(c.URL, "://") && !strings.HasPrefix(c.URL, "rtu:") {
+		// "10.0.0.5:502", "plc1" or "/dev/ttyUSB0": the address a Kepware or
+		// Node-RED user types, without the scheme that says which framing.
+		if strings.HasPrefix(c.URL, "/") {
+			return endpoint{}, fmt.Errorf("%q: a serial port needs the rtu scheme: rtu://%s", c.URL, c.URL)
+		}
+		return endpoint{}, fmt.Errorf("%q: no scheme; for Modbus TCP write tcp://%s (also rtu+tcp://HOST:PORT for RTU framing over TCP)", c.URL, c.URL)
+	}
 	u, err := url.Parse(c.URL)
 	if err != nil {
 		return endpoint{}, fmt.Errorf("%q: %w", c.URL, err)
@@ -244,6 +253,9 @@ func (c Config) endpoint() (endpoint, error) {
 	if u.Hostname() == "" {
 		return endpoint{}, fmt.Errorf("%q: no host", c.URL)
 	}
+	if dottedQuad.MatchString(u.Hostname()) && net.ParseIP(u.Hostname()) == nil {
+		return endpoint{}, fmt.Errorf("%q: %s is not an IPv4 address (each of the four numbers is 0 to 255)", c.URL, u.Hostname())
+	}
 	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
 		return endpoint{}, fmt.Errorf("%q: only %s://host:port is allowed", c.URL, u.Scheme)
 	}
@@ -260,6 +272,11 @@ func (c Config) endpoint() (endpoint, error) {
 	}
 	return endpoint{kind: k, addr: net.JoinHostPort(u.Hostname(), port)}, nil
 }
+
+// dottedQuad matches a host written as four dot-separated numbers, which
+// is meant as an IPv4 address (a host name cannot end in a number label
+// under RFC 1123 §2.1's reading used by resolvers).
+var dottedQuad = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$`)
 
 // serialBauds are the rates github.com/goburrow/serial v0.1.0 sets on Linux.
 var serialBauds = map[int]bool{50: true, 75: true, 110: true, 134: true, 150: true, 200: true, 300: true,

@@ -26,6 +26,7 @@ var (
 	_ device.Planner        = (*Driver)(nil)
 	_ device.WriteChecker   = (*Driver)(nil)
 	_ device.AddressChecker = (*Driver)(nil)
+	_ device.StatsReporter  = (*Driver)(nil)
 )
 
 // Driver is a Modbus TCP device (see the package doc). Build it with New;
@@ -45,6 +46,8 @@ type Driver struct {
 	rmw sync.Mutex // serialises register-bit read-modify-writes
 
 	specs device.ParseCache[spec] // the write path's parsed points (once per configuration)
+
+	stats *device.Counters // request statistics (stats.go)
 }
 
 // unitState is one unit's circuit breaker.
@@ -72,11 +75,13 @@ func NewDriver(name string, c Config, log *slog.Logger) *Driver {
 		log = slog.New(slog.DiscardHandler)
 	}
 	ep, _ := c.endpoint() // a bad url is reported by Validate and Open
+	stats := &device.Counters{}
 	return &Driver{
 		name:  name,
 		cfg:   c,
 		log:   log,
-		link:  newLink(ep, c, log),
+		stats: stats,
+		link:  newLink(ep, c, log, stats),
 		units: map[byte]*unitState{},
 		split: map[reqKey]byte{},
 	}

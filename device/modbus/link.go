@@ -15,6 +15,7 @@ import (
 
 	"github.com/goburrow/modbus"
 
+	"qubiq.dev/edge/device"
 	"qubiq.dev/edge/value"
 )
 
@@ -70,6 +71,10 @@ type link struct {
 	client    modbus.Client
 	tr        transport
 	lastStart time.Time
+	dialled   bool // a connection was made before: the next one is a reconnect
+	reading   bool // the request in flight is a read (do's idempotent)
+
+	stats *device.Counters // the Driver's request statistics
 
 	mu     sync.Mutex // guards closed, state, reason
 	closed bool
@@ -77,8 +82,9 @@ type link struct {
 	reason string
 }
 
-func newLink(ep endpoint, c Config, log *slog.Logger) *link {
+func newLink(ep endpoint, c Config, log *slog.Logger, stats *device.Counters) *link {
 	l := &link{
+		stats:       stats,
 		timeout:     time.Duration(c.Timeout),
 		minInterval: time.Duration(c.MinInterval),
 		log:         log,
@@ -160,6 +166,7 @@ func (l *link) do(ctx context.Context, unit byte, idempotent bool, fn func(modbu
 		return nil, ctxError(ctx, false)
 	}
 	defer func() { <-l.bus.sem }()
+	l.reading = idempotent
 	for attempt := 0; ; attempt++ {
 		reused := l.bus.current() != nil
 		res, rerr := l.once(ctx, unit, fn)
@@ -182,15 +189,18 @@ func (l *link) once(ctx context.Context, unit byte, fn func(modbus.Client) ([]by
 		return nil, &reqError{q: value.BadNotConnected, reason: "driver closed", err: errClosed}
 	}
 	if l.busErr != nil {
+		l.stats.Observe(device.ErrConfiguration, -1, false)
 		return nil, &reqError{q: value.BadConfigurationError, reason: l.busErr.Error(), err: l.busErr}
 	}
-	nc, rerr := l.bus.connect(ctx, l.timeout, l.log)
+	nc, fresh, rerr := l.bus.connect(ctx, l.timeout, l.log)
 	if rerr != nil {
 		if rerr.q == value.BadNotConnected && !errors.Is(rerr, errClosed) {
 			l.setState("connecting", rerr.reason)
 		}
+		l.stats.Observe(device.ErrNotConnected, -1, false)
 		return nil, rerr
 	}
+	l.connected(fresh)
 	dl := time.Now().Add(l.timeout)
 	if cdl, ok := ctx.Deadline(); ok && cdl.Before(dl) {
 		dl = cdl
@@ -217,6 +227,7 @@ func (l *link) once(ctx context.Context, unit byte, fn func(modbus.Client) ([]by
 	l.tr.conn, l.tr.sent = nc, false
 	l.lastStart = time.Now()
 	res, err := fn(l.client)
+	lat := time.Since(l.lastStart)
 	if !stop() {
 		<-aborted // the abort must not land on a later request's deadline
 	}
@@ -227,14 +238,17 @@ func (l *link) once(ctx context.Context, unit byte, fn func(modbus.Client) ([]by
 	}
 	if err == nil {
 		l.setState("connected", "")
+		l.stats.Observe(device.ErrNone, lat, l.reading)
 		return res, nil
 	}
 	var me *modbus.ModbusError
 	if errors.As(err, &me) {
 		l.setState("connected", "")
+		l.stats.Observe(device.ErrException, lat, l.reading)
 		return nil, exceptionError(me.FunctionCode, me.ExceptionCode)
 	}
 	rerr = classify(ctx, err, sent)
+	l.stats.Observe(device.KindOf(rerr.q), lat, l.reading)
 	if !l.tr.rtu || (!rerr.timeout && !errors.Is(err, errBadFrame) && ctx.Err() == nil) {
 		// Modbus TCP: any failure may leave a late answer in the socket.
 		// RTU: only an I/O error means the port or socket is gone; a
@@ -294,11 +308,25 @@ func (l *link) open(ctx context.Context) {
 		l.setState("connecting", l.busErr.Error())
 		return
 	}
-	if _, rerr := l.bus.connect(ctx, l.timeout, l.log); rerr != nil {
+	_, fresh, rerr := l.bus.connect(ctx, l.timeout, l.log)
+	if rerr != nil {
 		l.setState("connecting", rerr.reason)
 		return
 	}
+	l.connected(fresh)
 	l.setState("connected", "")
+}
+
+// connected notes a connection in use; one this link's request dialled
+// after an earlier one is a reconnect. The caller holds bus.sem.
+func (l *link) connected(fresh bool) {
+	if !fresh {
+		return
+	}
+	if l.dialled {
+		l.stats.Reconnected()
+	}
+	l.dialled = true
 }
 
 // close marks the link closed (every later request fails with

@@ -404,7 +404,17 @@ func TestDriver_Read_NeverConnected(t *testing.T) {
 	if err := d.Open(context.Background()); err != nil {
 		t.Fatalf("Open with the device away: %v, want nil (it keeps trying)", err)
 	}
-	wantQuality(t, "read", read1(t, d, pt("HR0", value.Int16, "")), value.BadNotConnected)
+	first := read1(t, d, pt("HR0", value.Int16, ""))
+	wantQuality(t, "read", first, value.BadNotConnected)
+	// While it backs off, the reason stays the failed dial's: no countdown,
+	// so an unchanged outage is one VQT (its timestamp the outage's start),
+	// not a new one at every scan.
+	for i := range 3 {
+		v := read1(t, d, pt("HR0", value.Int16, ""))
+		if v.Quality != value.BadNotConnected || v.Reason != first.Reason || strings.Contains(v.Reason, "next attempt") {
+			t.Fatalf("read %d while backing off: %s %q, want %q", i+2, v.Quality, v.Reason, first.Reason)
+		}
+	}
 }
 
 func TestDriver_Read_BreakerDemotesOneUnit(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -242,10 +243,17 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// dottedQuad matches a host written as four dot-separated numbers, meant
+// as an IPv4 address.
+var dottedQuad = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$`)
+
 // checkURL accepts "opc.tcp://host[:port][/path]".
 func checkURL(s string) error {
 	if s == "" {
 		return errors.New("required (opc.tcp://host:port)")
+	}
+	if !strings.Contains(s, "://") {
+		return fmt.Errorf("%q: no scheme; write opc.tcp://%s", s, s)
 	}
 	u, err := url.Parse(s)
 	if err != nil {
@@ -256,6 +264,9 @@ func checkURL(s string) error {
 	}
 	if u.Hostname() == "" {
 		return fmt.Errorf("%q: no host", s)
+	}
+	if h := u.Hostname(); dottedQuad.MatchString(h) && net.ParseIP(h) == nil {
+		return fmt.Errorf("%q: %s is not an IPv4 address (each of the four numbers is 0 to 255)", s, h)
 	}
 	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
 		return fmt.Errorf("%q: only opc.tcp://host:port[/path] is allowed", s)

@@ -105,6 +105,7 @@ func (d *Driver) run(ctx context.Context) {
 			continue
 		}
 		d.convertChecked(sess)
+		d.sessionUp(sess.reactivated)
 		d.setUp(sess)
 		d.signalFirst()
 		d.log.Info("opcua: connected", slog.String("url", d.cfg.URL),
@@ -121,6 +122,7 @@ func (d *Driver) run(ctx context.Context) {
 		}
 		d.log.Warn("opcua: session failed; reconnecting", slog.String("reason", why))
 		prev, prevThumb, lost = sess.s, sess.thumb, time.Now()
+		d.sessionDown()
 		d.dropChannel(sess.c)
 		d.setDown("connecting", value.BadNotConnected, why)
 		// A connection that failed soon after it was made counts as a
@@ -367,12 +369,14 @@ func (s *session) keepAlive(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		start := time.Now()
 		_, err := guarded(ctx, time.Duration(s.d.cfg.Timeout), func(c context.Context) (*ua.ReadResponse, error) {
 			return s.c.Read(c, req)
 		})
 		if ctx.Err() != nil {
 			return
 		}
+		s.d.observe(start, err, false)
 		if err != nil && (isConnErr(err) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ua.StatusBadTimeout)) {
 			s.fail(fmt.Errorf("keep-alive read: %w", err))
 			return

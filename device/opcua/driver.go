@@ -28,6 +28,7 @@ var (
 	_ device.IntervalSubscriber = (*Driver)(nil)
 	_ device.Browser            = (*Driver)(nil)
 	_ device.AddressChecker     = (*Driver)(nil)
+	_ device.StatsReporter      = (*Driver)(nil)
 )
 
 // States reported by Driver.State, beyond device.Stater's "connected",
@@ -87,6 +88,8 @@ type Driver struct {
 	userKey  *rsa.PrivateKey
 
 	addrs device.ParseCache[NodeAddress] // parsed tag addresses, once per configuration
+
+	stats stats // request and subscription counters (stats.go)
 }
 
 // parse returns p's parsed address, parsing each point once (reads, writes
@@ -373,6 +376,7 @@ func (d *Driver) Read(ctx context.Context, points []device.Point) []value.VQT {
 	}
 	sess, q, why := d.current()
 	if sess == nil {
+		d.stats.Observe(device.ErrNotConnected, -1, true)
 		fillBad(out, q, why)
 		return out
 	}
@@ -428,9 +432,11 @@ func (d *Driver) readOnce(ctx context.Context, sess *session, points []device.Po
 		for _, s := range part {
 			req.NodesToRead = append(req.NodesToRead, &ua.ReadValueID{NodeID: s.id, AttributeID: ua.AttributeIDValue})
 		}
+		start := time.Now()
 		res, err := guarded(ctx, time.Duration(d.cfg.Timeout), func(c context.Context) (*ua.ReadResponse, error) {
 			return sess.c.Read(c, req)
 		})
+		d.observe(start, err, true)
 		if err != nil {
 			return err
 		}
@@ -533,6 +539,7 @@ func (d *Driver) Write(ctx context.Context, p device.Point, v value.Value) error
 	v = value.Normalize(v)
 	sess, q, why := d.current()
 	if sess == nil {
+		d.stats.Observe(device.ErrNotConnected, -1, false)
 		return device.Errorf(q, "%s", why)
 	}
 	id, err := d.resolve(sess, p.Tag, p.Address)
@@ -557,9 +564,15 @@ func (d *Driver) Write(ctx context.Context, p device.Point, v value.Value) error
 	}}}
 	wctx, cancel := context.WithTimeout(ctx, time.Duration(d.cfg.Timeout))
 	defer cancel()
+	start := time.Now()
 	res, err := guarded(wctx, time.Duration(d.cfg.Timeout), func(c context.Context) (*ua.WriteResponse, error) {
 		return sess.c.Write(c, req)
 	})
+	if err == nil && len(res.Results) == 1 && StatusQuality(uint32(res.Results[0])) != value.Good {
+		d.stats.Observe(device.ErrException, time.Since(start), false)
+	} else {
+		d.observe(start, err, false)
+	}
 	if err != nil {
 		if isConnErr(err) {
 			sess.fail(err)

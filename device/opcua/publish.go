@@ -172,6 +172,7 @@ func (s *session) handlePublish(ctx context.Context, res *ua.PublishResponse) []
 	}
 	var acks []*ua.SubscriptionAcknowledgement
 	data := len(msg.NotificationData) > 0
+	s.d.published(data)
 	if data {
 		acks = append(acks, &ua.SubscriptionAcknowledgement{SubscriptionID: res.SubscriptionID, SequenceNumber: msg.SequenceNumber})
 	}
@@ -271,6 +272,7 @@ func (s *session) deliverMessage(g *group, msg *ua.NotificationMessage) {
 						slog.String("address", g.points[i].Address))
 					s.d.countItems()
 				}
+				s.d.stats.dataChanges.Add(1)
 				g.deliver(i, v)
 			}
 		case *ua.StatusChangeNotification:

@@ -119,6 +119,7 @@ type Service struct {
 	db      *store.DB
 	audit   *store.AuditLog
 	started time.Time
+	warns   warnings // health warnings (warnings.go)
 
 	keys     *auth.Keys
 	users    *auth.Users

@@ -25,7 +25,7 @@ func (s *Service) ListTags(_ context.Context, g auth.Grant) []gateway.TagInfo {
 	out := make([]gateway.TagInfo, len(infos))
 	for i, ti := range infos {
 		out[i] = gateway.TagInfo{Path: ti.Path, Device: ti.Device, Address: ti.Point.Address, Type: ti.Point.Type,
-			Units: ti.Units, WriteLevel: ti.WriteLevel, ReadOnly: ti.ReadOnly, Scan: ti.Scan}
+			Units: ti.Units, WriteLevel: ti.WriteLevel, ReadOnly: ti.ReadOnly, Scan: ti.Scan, Min: ti.Min, Max: ti.Max}
 		if s.opts.Addresses != nil {
 			if a, ok := s.opts.Addresses.Shown(ti.Path); ok {
 				out[i].Address = a // an OPC UA ns= address converted since start
