@@ -69,7 +69,7 @@ type Outbox struct {
 	db   *DB
 	opts OutboxOptions
 
-	mu    sync.Mutex // guards st, closed and sends on ops
+	mu     sync.Mutex // guards st, closed and sends on ops
 	st     OutboxStats
 	closed bool
 
