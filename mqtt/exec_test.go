@@ -64,7 +64,7 @@ func TestCommand_EachRefusalAnsweredWithItsKindAndChangesNothing(t *testing.T) {
 	good := push("r-good", now, 5)
 	cases := []struct {
 		name, topic, id, kind string
-		payload             []byte
+		payload               []byte
 	}{
 		{"unsigned", CmdPush, "r1", KindUnsigned, []byte(unsignedOf(t, push("r1", now, 6)))},
 		{"bad signature", CmdPush, "r2", KindBadSignature, tamper(push("r2", now, 6))},
@@ -187,7 +187,7 @@ func itoa(i int) string { return strconv.Itoa(i) }
 func tamper(p []byte) []byte {
 	s := string(p)
 	i := strings.Index(s, `"sig":"`) + len(`"sig":"`)
-	sig, _ := base64.StdEncoding.DecodeString(s[i : strings.LastIndex(s, `"`)])
+	sig, _ := base64.StdEncoding.DecodeString(s[i:strings.LastIndex(s, `"`)])
 	sig[0] ^= 1
 	return []byte(s[:i] + base64.StdEncoding.EncodeToString(sig) + `"}`)
 }

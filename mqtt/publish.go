@@ -112,7 +112,7 @@ func (l *Link) publishTags(ctx context.Context) {
 	defer cancel()
 	pol := l.opts.Publish
 	lastSent := map[string]value.Value{}
-	latest := map[string]change{}   // interval mode: the latest value per tag
+	latest := map[string]change{}     // interval mode: the latest value per tag
 	nextDue := map[string]time.Time{} // interval mode: when each tag is due
 	scans := map[string]time.Duration{}
 	for _, ti := range l.opts.Gateway.ListTags(ctx, publishGrant) {
