@@ -11,22 +11,21 @@ import (
 	"qubiq.dev/edge/auth"
 	"qubiq.dev/edge/config"
 	"qubiq.dev/edge/flow"
+	"qubiq.dev/edge/mqttstore"
 )
 
 // The flow part: the flow engine over the service layer (package flow,
 // docs/flows.md).
 //
-// Wiring left for the supervisor link and alarms: when the mqtt part
-// exists, pass its TopicSource and Publisher as flow.Options.Topics and
-// .Publisher (and set mqttWired's answer to true while the link is on);
-// when the alarm part exists, pass its AlarmSource as .Alarms. Until then
-// mqtt triggers, mqtt_publish nodes and alarm triggers are refused by
-// --check-config and by pushes, saying why (linkWhy).
+// The supervisor link (the mqtt part, mqtt.go) gives the flows their mqtt
+// triggers (Topics) and mqtt_publish nodes (Publisher) when mqtt.brokers is
+// set; without it both are refused by --check-config and by pushes, saying
+// why (linkWhy). Wiring left for alarms: when the alarm part exists, pass
+// its AlarmSource as flow.Options.Alarms.
 
 // linkWhy says why flows cannot use the supervisor link and alarm
-// transitions in this build.
+// transitions in this build ("" for the link: it is on).
 func linkWhy(c *config.Daemon) (mqtt, alarms string) {
-	mqtt = "is not wired to the flows in this qubiqd yet"
 	if c == nil || len(c.MQTT.Brokers) == 0 {
 		mqtt = "is off (mqtt.brokers is empty)"
 	}
@@ -38,7 +37,7 @@ func linkWhy(c *config.Daemon) (mqtt, alarms string) {
 func (s *System) buildFlows(context.Context) error {
 	p := s.svc.Project()
 	mqttWhy, alarmsWhy := linkWhy(s.cfg)
-	e, err := flow.New(flow.Options{
+	opts := flow.Options{
 		Gateway:      s.svc,
 		Store:        s.db,
 		MQTTWhy:      mqttWhy,
@@ -48,7 +47,11 @@ func (s *System) buildFlows(context.Context) error {
 		ProjectFlows: p.Flows,
 		Handlers:     handlerNames(p),
 		Log:          s.log.With("subsystem", "flows"),
-	})
+	}
+	if s.mqtt != nil {
+		opts.Topics, opts.Publisher = mqttstore.Topics{L: s.mqtt}, s.mqtt
+	}
+	e, err := flow.New(opts)
 	if err != nil {
 		return err
 	}
@@ -82,7 +85,7 @@ var topDefRe = regexp.MustCompile(`(?m)^def\s+([A-Za-z][A-Za-z0-9_]*)\s*\(`)
 func flowEnv(p *config.Project, baseline auth.Level, c *config.Daemon) flow.Env {
 	mqttWhy, alarmsWhy := linkWhy(c)
 	env := flow.Env{Dir: filepath.Dir(p.File), Tags: map[string]flow.TagFacts{}, Scripts: map[string][]string{},
-		Handlers: handlerNames(p), MQTTWhy: mqttWhy, AlarmsWhy: alarmsWhy}
+		Handlers: handlerNames(p), MQTT: mqttWhy == "", MQTTWhy: mqttWhy, AlarmsWhy: alarmsWhy}
 	for _, t := range p.Tags {
 		lvl := baseline
 		if t.WriteLevel != "" {

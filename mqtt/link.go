@@ -14,6 +14,8 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"qubiq.dev/edge/gateway"
 )
 
 // Link is the supervisor link: the connection loop, the command queue and
@@ -396,4 +398,13 @@ func (l *Link) current() paho.Client {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.client
+}
+
+// MQTTHealth is the link's state for health (gateway.MQTTHealthSource).
+func (l *Link) MQTTHealth() gateway.MQTTHealth {
+	st := l.State()
+	return gateway.MQTTHealth{Connected: st.Connected, Broker: st.Broker, Since: st.Since, LastError: st.LastError,
+		LastErrorAt: st.LastErrorAt, OutboxDepth: st.Outbox.Depth, OutboxBytes: st.Outbox.Bytes,
+		OutboxOldest: st.Outbox.Oldest, OutboxDropped: st.Outbox.Dropped, RequireSigned: st.RequireSigned,
+		Accepted: st.Accepted, Refused: st.Refused}
 }

@@ -120,6 +120,9 @@ type Service struct {
 	audit   *store.AuditLog
 	started time.Time
 
+	mqttMu  sync.Mutex // guards mqttSrc
+	mqttSrc gateway.MQTTHealthSource
+
 	keys     *auth.Keys
 	users    *auth.Users
 	sessions *auth.Sessions
