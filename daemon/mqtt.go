@@ -164,7 +164,8 @@ func (s *System) buildMQTT(context.Context) error {
 	s.outbox = ob
 	link, err := mqtt.New(mqtt.Options{ApplianceID: s.cfg.ApplianceID, Version: Version, Config: mc,
 		Gateway: s.svc, Outbox: mqttstore.Outbox{O: ob}, Seen: s.db.CommandIDs(), Log: s.log.With("subsystem", "mqtt"),
-		Publish: pol, Alarms: s.svc})
+		Publish: pol, Alarms: s.svc,
+		BackoffMin: s.cfg.MQTT.Reconnect.Min.D(), BackoffMax: s.cfg.MQTT.Reconnect.Max.D()})
 	if err != nil {
 		ob.Close()
 		return fmt.Errorf("%s: %w", s.cfg.File, err)
