@@ -130,6 +130,8 @@ type opts struct {
 	expires                              string
 	passwordFile                         string
 	realm                                string
+	// mqtt keygen / sign
+	mqttKey, mqttKeyID, mqttTopic, mqttBody, mqttID, mqttTS, mqttOut string
 }
 
 // run is qubiqctl: it parses args, calls the subcommand, prints its answer
