@@ -70,10 +70,10 @@ func mqttConfig(c *config.Daemon) (mqtt.Config, store.OutboxOptions, error) {
 	return out, store.OutboxOptions{MaxBytes: int64(ob.MaxBytes), MaxAge: ob.MaxAge.D()}, nil
 }
 
-// mqttProject is the project's mqtt: section: tag publishing.
+// mqttProject is the project's mqtt_publish: section.
 type mqttProject struct {
 	Batched bool `yaml:"batched"`
-	Publish []struct {
+	Rules   []struct {
 		Path     string          `yaml:"path"`
 		Prefix   string          `yaml:"prefix"`
 		Mode     string          `yaml:"mode"`
@@ -81,20 +81,20 @@ type mqttProject struct {
 		Interval config.Duration `yaml:"interval"`
 		Retain   bool            `yaml:"retain"`
 		QoS      *int            `yaml:"qos"`
-	} `yaml:"publish"`
+	} `yaml:"rules"`
 }
 
-// parsePublish reads the project's mqtt: section; nil when absent.
+// parsePublish reads the project's mqtt_publish: section; nil when absent.
 func parsePublish(p *config.Project) (*mqtt.PublishPolicy, error) {
-	if p.MQTT.Kind == 0 {
+	if p.MQTTPublish.Kind == 0 {
 		return nil, nil
 	}
 	var sec mqttProject
-	if err := yamlnode.DecodeStrict(&p.MQTT, &sec); err != nil {
-		return nil, fmt.Errorf("%s: mqtt: %w", p.File, err)
+	if err := yamlnode.DecodeStrict(&p.MQTTPublish, &sec); err != nil {
+		return nil, fmt.Errorf("%s: mqtt_publish: %w", p.File, err)
 	}
 	pol := &mqtt.PublishPolicy{Batched: sec.Batched}
-	for i, r := range sec.Publish {
+	for i, r := range sec.Rules {
 		rule := mqtt.PublishRule{Path: r.Path, Prefix: r.Prefix, Mode: r.Mode, Deadband: r.Deadband,
 			Interval: r.Interval.D(), Retain: r.Retain, QoS: 1}
 		if r.QoS != nil {
@@ -103,7 +103,7 @@ func parsePublish(p *config.Project) (*mqtt.PublishPolicy, error) {
 		if rule.Mode == "" {
 			rule.Mode = mqtt.ModeChange
 		}
-		where := fmt.Sprintf("%s: mqtt.publish[%d]", p.File, i)
+		where := fmt.Sprintf("%s: mqtt_publish.rules[%d]", p.File, i)
 		switch {
 		case r.Path != "" && r.Prefix != "":
 			return nil, fmt.Errorf("%s: path or prefix, not both", where)

@@ -35,7 +35,7 @@ func storeAndForward(t *testing.T, qos int, kill bool) {
 	for i := range 100 {
 		fmt.Fprintf(&p, "  - {path: F/T%03d, device: sim, address: \"ramp(0,100000,100000s)\", type: float64, scan: 1s}\n", i)
 	}
-	fmt.Fprintf(&p, "mqtt:\n  publish:\n    - {prefix: F, mode: change, qos: %d}\n", qos)
+	fmt.Fprintf(&p, "mqtt_publish:\n  rules:\n    - {prefix: F, mode: change, qos: %d}\n", qos)
 	d := newDaemon(t, p.String())
 	d.withMQTT(mqttBlock([]string{b.URL}, k, supGrant, ""))
 	sub := newSupervisor(t, b.URL, "it-sub-forward", "tags/#")
