@@ -172,3 +172,8 @@ bench-flows: deps build
 bench: bench-alarms
 bench-alarms: deps build
 	PYTHON_PATH=$(PYTHON) bench/alarms/run.sh
+# The MQTT supervisor link (issue 12): bench/mqtt/run.sh, bench/README.md "bench-mqtt".
+.PHONY: bench-mqtt
+bench: bench-mqtt
+bench-mqtt: deps build
+	bench/mqtt/run.sh

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -49,7 +50,15 @@ func startMosquitto(t testing.TB, persist bool) *Mosquitto {
 	dir := t.TempDir()
 	m := &Mosquitto{t: t, Port: FreePort(t), conf: filepath.Join(dir, "mosquitto.conf")}
 	m.URL = fmt.Sprintf("tcp://127.0.0.1:%d", m.Port)
+	me := "root"
+	if u, err := user.Current(); err == nil {
+		me = u.Username
+	}
+	// user: a broker started as root would otherwise drop to the
+	// mosquitto user, which cannot write the test's directory (no log, no
+	// persistence).
 	conf := fmt.Sprintf(`listener %d 127.0.0.1
+user %s
 allow_anonymous true
 persistence %v
 persistence_location %s/
@@ -62,12 +71,20 @@ log_dest file %s/mosquitto.log
 log_type error
 log_type warning
 log_type notice
-`, m.Port, persist, dir, dir)
+log_type information
+connection_messages true
+`, m.Port, me, persist, dir, dir)
 	if err := os.WriteFile(m.conf, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	m.Start()
-	t.Cleanup(m.Stop)
+	t.Cleanup(func() {
+		m.Stop()
+		if t.Failed() {
+			log, _ := os.ReadFile(filepath.Join(dir, "mosquitto.log"))
+			t.Logf("mosquitto log:\n%s", log)
+		}
+	})
 	return m
 }
 
