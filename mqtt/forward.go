@@ -15,7 +15,7 @@ import (
 // only once the broker acknowledged it (PUBACK) on that same connection.
 
 // window is how many messages the forwarder has in flight at once.
-const window = 512
+const window = 1024
 
 // enqueue appends msgs (topics below the base) to the outbox, committed
 // before it returns. Drops the outbox made to stay in its bounds are
@@ -66,19 +66,39 @@ func (l *Link) forward(gen context.Context, c paho.Client) {
 	backlog, live := uint64(0), backlogEnd+1
 	poll := time.NewTicker(100 * time.Millisecond)
 	defer poll.Stop()
+	// Acknowledged messages are removed by one goroutine, in order, while
+	// the next batch is in flight; the cursors move past them at once.
+	removals := make(chan []uint64, 4)
+	removed := make(chan struct{})
+	go func() {
+		defer close(removed)
+		for seqs := range removals {
+			if err := l.opts.Outbox.Remove(context.WithoutCancel(gen), seqs); err != nil {
+				l.log.Error("mqtt outbox remove failed", slog.Any("err", err))
+			}
+		}
+	}()
+	defer func() { close(removals); <-removed }()
 	for gen.Err() == nil {
-		var batch []Queued
-		var err error
 		fromLive := backlog > backlogEnd
 		if !fromLive {
 			if head, _ := l.opts.Outbox.Read(live, 1); len(head) > 0 && time.Since(head[0].Queued) > l.cfg.LiveLatency {
 				fromLive = true
 			}
 		}
+		from := backlog
 		if fromLive {
-			batch, err = l.opts.Outbox.Read(live, window)
-		} else {
-			batch, err = l.opts.Outbox.Read(backlog, window)
+			from = live
+		}
+		batch, err := l.opts.Outbox.Read(from, window)
+		if err != nil {
+			l.log.Error("mqtt outbox read failed", slog.Any("err", err))
+			if !sleep(gen, time.Second) {
+				return
+			}
+			continue
+		}
+		if !fromLive {
 			for i, q := range batch {
 				if q.Seq > backlogEnd {
 					batch = batch[:i]
@@ -89,13 +109,6 @@ func (l *Link) forward(gen context.Context, c paho.Client) {
 				backlog = backlogEnd + 1
 				continue
 			}
-		}
-		if err != nil {
-			l.log.Error("mqtt outbox read failed", slog.Any("err", err))
-			if !sleep(gen, time.Second) {
-				return
-			}
-			continue
 		}
 		if len(batch) == 0 {
 			select {
@@ -108,9 +121,7 @@ func (l *Link) forward(gen context.Context, c paho.Client) {
 		}
 		acked, ok := l.send(gen, c, batch)
 		if len(acked) > 0 {
-			if err := l.opts.Outbox.Remove(context.WithoutCancel(gen), acked); err != nil {
-				l.log.Error("mqtt outbox remove failed", slog.Any("err", err))
-			}
+			removals <- acked
 			next := acked[len(acked)-1] + 1
 			if fromLive {
 				live = next

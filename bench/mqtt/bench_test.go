@@ -165,17 +165,17 @@ type daemon struct {
 // offered).
 var nTags = 5000
 
-func project(qos int, batched bool) string {
+func project(tags, qos int, batched bool) string {
 	var b strings.Builder
 	b.WriteString("devices:\n  - {name: sim, driver: sim}\ntags:\n")
-	for i := range nTags {
+	for i := range tags {
 		fmt.Fprintf(&b, "  - {path: Bench/T%05d, device: sim, address: \"ramp(0,1000000,1000s)\", type: float64, scan: %s}\n", i, scan)
 	}
 	fmt.Fprintf(&b, "mqtt_publish:\n  batched: %v\n  rules:\n    - {prefix: Bench, mode: change, qos: %d}\n", batched, qos)
 	return b.String()
 }
 
-func startDaemon(t *testing.T, bin, brokerURL string, qos int, batched bool) *daemon {
+func startDaemon(t *testing.T, bin, brokerURL string, tags, qos int, batched bool) *daemon {
 	dir := t.TempDir()
 	port := freePort(t)
 	cfg := fmt.Sprintf(`appliance_id: %s
@@ -190,7 +190,7 @@ mqtt:
   outbox: {max_bytes: 1GiB, max_age: 1h, live_latency: 2s}
 `, appliance, port, brokerURL)
 	os.WriteFile(filepath.Join(dir, "qubiq.yaml"), []byte(cfg), 0o644)
-	os.WriteFile(filepath.Join(dir, "project.yaml"), []byte(project(qos, batched)), 0o644)
+	os.WriteFile(filepath.Join(dir, "project.yaml"), []byte(project(tags, qos, batched)), 0o644)
 	args := []string{filepath.Join(bin, "qubiqd"), "--config", filepath.Join(dir, "qubiq.yaml")}
 	pin, set := os.LookupEnv("BENCH_PIN")
 	if !set {
@@ -256,7 +256,7 @@ func (d *daemon) depth() (int, bool) {
 func publishRate(t *testing.T, bin string, b *broker, qos int, batched bool, window time.Duration) (perS, cpu, brokerCPU float64) {
 	sub := subscribe(t, b.url(), "qubiq/v1/"+appliance+"/tags/#") // tags/# holds tags too (MQTT 3.1.1 §4.7.1.2)
 	defer sub.c.Disconnect(50)
-	d := startDaemon(t, bin, b.url(), qos, batched)
+	d := startDaemon(t, bin, b.url(), nTags, qos, batched)
 	defer d.stop()
 	time.Sleep(warmup)
 	v0, c0, bc0 := sub.values.Load(), procCPU(t, d.cmd.Process.Pid), procCPU(t, b.cmd.Process.Pid)
@@ -294,13 +294,17 @@ func floorRate(t *testing.T, b *broker) float64 {
 	return float64(sub.msgs.Load()) / end.Sub(start).Seconds()
 }
 
+// drainTags are the tags of the drain run: 1,000 at 10 Hz, 10,000 live
+// values/s beside the backlog.
+const drainTags = 1000
+
 // drainRate queues drainCount messages while the broker is down (QoS 1,
 // one per tag), starts the broker, and measures how fast the outbox
 // drains: the backlog plus what the tags made meanwhile, over the time
 // until the outbox is back to its live level.
 func drainRate(t *testing.T, bin string, b *broker) float64 {
 	b.stop()
-	d := startDaemon(t, bin, b.url(), 1, false)
+	d := startDaemon(t, bin, b.url(), drainTags, 1, false)
 	defer d.stop()
 	var n0 int
 	t0 := time.Now()
