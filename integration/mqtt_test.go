@@ -288,3 +288,50 @@ func TestMQTT_BurstWhileEntryBusyWaits(t *testing.T) {
 		t.Errorf("health after the burst: %+v", h)
 	}
 }
+
+// TestMQTT_FlowsAndAlarmsThroughTheLink: an mqtt trigger takes a message
+// the supervisor publishes and writes it to a tag; a tag-triggered flow's
+// mqtt_publish node and the alarm the value raises go out on the link.
+func TestMQTT_FlowsAndAlarmsThroughTheLink(t *testing.T) {
+	b := peers.StartMosquitto(t)
+	k := newSupKey(t, "sup-a")
+	d := newDaemon(t, mqttProject+`alarms:
+  - {name: High, tag: Plant/Op, mode: above, setpoint: 3, priority: high}
+flows:
+  - name: from-supervisor
+    trigger: {mqtt: in/setpoint}
+    grant: {scopes: [tag:read, tag:write], write_level: operate}
+    nodes:
+      - {id: write, type: tag_write, path: Plant/Op}
+  - name: to-supervisor
+    trigger: {tag: Plant/Op}
+    grant: {scopes: [tag:read]}
+    nodes:
+      - {id: publish, type: mqtt_publish, topic: out/op, field: value}
+`)
+	d.withMQTT(mqttBlock([]string{b.URL}, k, supGrant, ""))
+	d.start()
+	d.waitConnected(b.URL)
+	s := newSupervisor(t, b.URL, "it-sup-flows", "out/#", "alarms/#")
+	time.Sleep(500 * time.Millisecond) // the flow's subscription, made when its link was up
+	if tok := s.c.Publish(mqttBase+"in/setpoint", 1, false, []byte("5")); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatal(tok.Error())
+	}
+	waitFor(t, 20*time.Second, "Plant/Op written by the mqtt trigger, published by mqtt_publish, its alarm on alarms/", func() (bool, string) {
+		v := d.read(d.token, "Plant/Op")["Plant/Op"]
+		var out, alarm bool
+		for _, m := range s.messages() {
+			switch {
+			case m.Topic() == mqttBase+"out/op" && string(m.Payload()) == "5":
+				out = true
+			case m.Topic() == mqttBase+"alarms/Plant/Op" && strings.Contains(string(m.Payload()), `"to":"active_unacked"`):
+				alarm = true
+			}
+		}
+		var topics []string
+		for _, m := range s.messages() {
+			topics = append(topics, m.Topic()+" "+string(m.Payload()))
+		}
+		return fmt.Sprint(v.Value) == "5" && out && alarm, fmt.Sprintf("Plant/Op %v, messages %v", v.Value, topics)
+	})
+}
