@@ -60,57 +60,99 @@ func (l *Link) publishDirect(ctx context.Context, msgs []Message) error {
 // lost or the link stops). The backlog (what was queued when the
 // connection came up) goes first, in order; a message queued since then
 // waits at most live_latency before it is sent beside the backlog, in its
-// own order.
+// own order. Up to window messages are in flight (a sliding window: the
+// next is published as the oldest is acknowledged); a message is removed
+// only once its PUBACK came on this connection. A paho client here never
+// reconnects, so a token that completed without error completed on a
+// PUBACK of this connection, never across a reconnect
+// (https://github.com/eclipse-paho/paho.mqtt.golang/issues/563).
 func (l *Link) forward(gen context.Context, c paho.Client) {
 	backlogEnd := l.opts.Outbox.Stats().LastSeq
-	backlog, live := uint64(0), backlogEnd+1
+	nextBacklog, nextLive := uint64(0), backlogEnd+1
 	poll := time.NewTicker(100 * time.Millisecond)
 	defer poll.Stop()
-	// Acknowledged messages are removed by one goroutine, in order, while
-	// the next batch is in flight; the cursors move past them at once.
-	removals := make(chan []uint64, 4)
+	// Acknowledged messages are removed by one goroutine, every batch
+	// waiting at that moment in one commit (a commit is an fsync).
+	removals := make(chan []uint64, 64)
 	removed := make(chan struct{})
 	go func() {
 		defer close(removed)
 		for seqs := range removals {
+		more:
+			for {
+				select {
+				case s, ok := <-removals:
+					if !ok {
+						break more
+					}
+					seqs = append(seqs, s...)
+				default:
+					break more
+				}
+			}
 			if err := l.opts.Outbox.Remove(context.WithoutCancel(gen), seqs); err != nil {
 				l.log.Error("mqtt outbox remove failed", slog.Any("err", err))
 			}
 		}
 	}()
 	defer func() { close(removals); <-removed }()
-	for gen.Err() == nil {
-		fromLive := backlog > backlogEnd
-		if !fromLive {
-			if head, _ := l.opts.Outbox.Read(live, 1); len(head) > 0 && time.Since(head[0].Queued) > l.cfg.LiveLatency {
-				fromLive = true
+
+	type sent struct {
+		seq uint64
+		tok paho.Token
+	}
+	var fl []sent // in flight, in publish order
+	fill := func() error {
+		for len(fl) < window {
+			fromLive := nextBacklog > backlogEnd
+			if !fromLive {
+				if head, _ := l.opts.Outbox.Read(nextLive, 1); len(head) > 0 && time.Since(head[0].Queued) > l.cfg.LiveLatency {
+					fromLive = true
+				}
+			}
+			from := nextBacklog
+			if fromLive {
+				from = nextLive
+			}
+			batch, err := l.opts.Outbox.Read(from, window-len(fl))
+			if err != nil {
+				return err
+			}
+			if !fromLive {
+				for i, q := range batch {
+					if q.Seq > backlogEnd {
+						batch = batch[:i]
+						break
+					}
+				}
+				if len(batch) == 0 {
+					nextBacklog = backlogEnd + 1
+					continue
+				}
+			}
+			if len(batch) == 0 {
+				return nil
+			}
+			for _, q := range batch {
+				fl = append(fl, sent{q.Seq, c.Publish(q.Topic, 1, q.Retain, q.Payload)})
+			}
+			if next := batch[len(batch)-1].Seq + 1; fromLive {
+				nextLive = next
+			} else {
+				nextBacklog = next
 			}
 		}
-		from := backlog
-		if fromLive {
-			from = live
-		}
-		batch, err := l.opts.Outbox.Read(from, window)
-		if err != nil {
+		return nil
+	}
+	for gen.Err() == nil {
+		if err := fill(); err != nil {
 			l.log.Error("mqtt outbox read failed", slog.Any("err", err))
 			if !sleep(gen, time.Second) {
 				return
 			}
 			continue
 		}
-		if !fromLive {
-			for i, q := range batch {
-				if q.Seq > backlogEnd {
-					batch = batch[:i]
-					break
-				}
-			}
-			if len(batch) == 0 {
-				backlog = backlogEnd + 1
-				continue
-			}
-		}
-		if len(batch) == 0 {
+		if len(fl) == 0 {
 			select {
 			case <-l.opts.Outbox.Notify():
 			case <-poll.C:
@@ -119,46 +161,33 @@ func (l *Link) forward(gen context.Context, c paho.Client) {
 			}
 			continue
 		}
-		acked, ok := l.send(gen, c, batch)
-		if len(acked) > 0 {
-			removals <- acked
-			next := acked[len(acked)-1] + 1
-			if fromLive {
-				live = next
-			} else {
-				backlog = next
-			}
-		}
-		if !ok {
+		select {
+		case <-fl[0].tok.Done():
+		case <-gen.Done():
 			return
 		}
-	}
-}
-
-// send publishes batch at QoS 1 and waits for the acknowledgements in
-// order; it returns the sequence numbers acknowledged (a prefix of
-// batch) and false when the connection failed before all were. A paho
-// client here never reconnects, so a token that completes without error
-// completed on a PUBACK of this connection.
-func (l *Link) send(gen context.Context, c paho.Client, batch []Queued) ([]uint64, bool) {
-	toks := make([]paho.Token, len(batch))
-	for i, q := range batch {
-		toks[i] = c.Publish(q.Topic, 1, q.Retain, q.Payload)
-	}
-	acked := make([]uint64, 0, len(batch))
-	for i, t := range toks {
-		select {
-		case <-t.Done():
-		case <-gen.Done():
-			return acked, false
+		var acked []uint64
+	pop:
+		for len(fl) > 0 {
+			select {
+			case <-fl[0].tok.Done():
+			default:
+				break pop
+			}
+			if err := fl[0].tok.Error(); err != nil {
+				if len(acked) > 0 {
+					removals <- acked
+				}
+				l.log.Warn("mqtt publish not acknowledged; it stays in the outbox", slog.Any("err", err))
+				return
+			}
+			acked = append(acked, fl[0].seq)
+			fl = fl[1:]
 		}
-		if t.Error() != nil {
-			l.log.Warn("mqtt publish not acknowledged; it stays in the outbox", slog.Any("err", t.Error()))
-			return acked, false
+		if len(acked) > 0 {
+			removals <- acked
 		}
-		acked = append(acked, batch[i].Seq)
 	}
-	return acked, true
 }
 
 // expireLoop drops messages older than the outbox's max_age every minute,

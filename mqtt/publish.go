@@ -127,7 +127,7 @@ func (l *Link) publishTags(ctx context.Context) {
 		case tv := <-ch:
 			pass = l.take(pol, tv, pass, lastSent, latest)
 		drain:
-			for len(pass) < 4096 {
+			for len(pass) < 16384 {
 				select {
 				case tv := <-ch:
 					pass = l.take(pol, tv, pass, lastSent, latest)
