@@ -79,7 +79,7 @@ test-long: deps
 bench: bench-modbus bench-api bench-sandbox bench-opcua
 
 bench-modbus: deps build
-	bench/modbus/run.sh
+	PYTHON_PATH=$(PYTHON) QUBIQ_BIN=$(CURDIR)/$(BIN) bench/modbus/run.sh
 
 bench-api: deps build
 	PYTHON_PATH=$(PYTHON) bench/api/run.sh
@@ -123,7 +123,7 @@ bundle: package
 FUZZTIME ?= 60s
 FUZZ_TARGETS := ./config:FuzzParseProject ./config:FuzzReadTagsCSV ./config:FuzzTagScalars \
 	./device/opcua:FuzzDecodeDataValue ./device/modbus:FuzzResponse ./device/modbus:FuzzReadRTUFrame \
-	./sandbox/rpc:FuzzReadFrames ./sandbox/rpc:FuzzWriteMessages
+	./sandbox/rpc:FuzzReadFrames ./sandbox/rpc:FuzzWriteMessages ./api:FuzzDecodeBody
 
 .PHONY: fuzz
 fuzz: deps-go
@@ -172,6 +172,50 @@ bench-flows: deps build
 bench: bench-alarms
 bench-alarms: deps build
 	PYTHON_PATH=$(PYTHON) bench/alarms/run.sh
+
+# LiveView (docs/liveview.md): the panel's end-to-end run in headless
+# Chromium (integration/liveview_test.go; it installs Debian's chromium and
+# the pinned playwright-core when missing). Screenshots at 1280×800 land in
+# build/test-artifacts/liveview/.
+.PHONY: e2e-liveview
+e2e-liveview:
+	cd integration && go test -tags integration -count=1 -run 'TestLiveView' .
+# Whole-process benchmarks of issue 18 (bench/README.md): the real qubiqd
+# measured from /proc by bench/harness. Every run.sh records its lines in
+# build/bench/results.json (bench/record.sh).
+.PHONY: bench-footprint
+bench: bench-footprint
+bench-footprint: deps build
+	PYTHON_PATH=$(PYTHON) QUBIQ_BIN=$(CURDIR)/$(BIN) bench/footprint/run.sh
+.PHONY: bench-devices bench-engine
+bench: bench-devices bench-engine
+bench-devices: deps build
+	PYTHON_PATH=$(PYTHON) QUBIQ_BIN=$(CURDIR)/$(BIN) bench/devices/run.sh
+bench-engine: deps
+	bench/engine/run.sh
+# CPU (and, for qubiqd, heap) profiles of a benchmark into build/bench/profiles
+# (bench/README.md, "Profiles"). The whole-process ones run a qubiqd built with
+# -tags benchprofile, which serves net/http/pprof on the loopback address the
+# harness gives it (QUBIQ_BENCH_PPROF); release builds have none of it.
+PROFDIR := $(CURDIR)/build/bench/profiles
+PROFBIN := $(CURDIR)/build/bench/profbin
+.PHONY: profile-bin profile-footprint profile-devices profile-modbus profile-engine profile-sandbox
+profile-bin: deps-go
+	$(GO) build -tags benchprofile -ldflags "$(LDFLAGS)" -o $(PROFBIN)/qubiqd ./cmd/qubiqd
+profile-footprint: deps profile-bin
+	BENCH_PROFILE=footprint BENCH_PROFILE_DIR=$(PROFDIR) BENCH_SIZES=$${BENCH_SIZES:-10000} \
+	  PYTHON_PATH=$(PYTHON) QUBIQ_BIN=$(PROFBIN) bench/footprint/run.sh
+profile-devices: deps profile-bin
+	BENCH_PROFILE=devices BENCH_PROFILE_DIR=$(PROFDIR) PYTHON_PATH=$(PYTHON) QUBIQ_BIN=$(PROFBIN) bench/devices/run.sh
+profile-modbus: deps profile-bin
+	BENCH_PROFILE=modbus BENCH_PROFILE_DIR=$(PROFDIR) BENCH_RUNS=1 PYTHON_PATH=$(PYTHON) QUBIQ_BIN=$(PROFBIN) bench/modbus/run.sh
+profile-engine: deps-go
+	mkdir -p $(PROFDIR)
+	taskset -c 0 $(GO) test -run '^$$' -bench '^BenchmarkEngineCeiling$$' -benchmem -cpu 1 -benchtime 3s \
+	  -cpuprofile $(PROFDIR)/engine.cpu.pprof -o $(PROFDIR)/tagengine.test ./tagengine
+profile-sandbox: deps build
+	mkdir -p $(PROFDIR)
+	BENCH_RUNS=1 BENCH_CPUPROFILE=$(PROFDIR)/sandbox.cpu.pprof PYTHON_PATH=$(PYTHON) bench/sandbox/run.sh
 # The MQTT supervisor link (issue 12): bench/mqtt/run.sh, bench/README.md "bench-mqtt".
 .PHONY: bench-mqtt
 bench: bench-mqtt

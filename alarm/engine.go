@@ -144,6 +144,7 @@ func New(opts Options, insts []Instance) (*Engine, error) {
 	}
 	e.applyOutOfService(now)
 	for _, in := range e.insts {
+		e.boundShelf(in, now)
 		if in.shelf != nil && !now.Before(in.shelf.Until) {
 			e.unshelve(in, in.shelf.Until, "", "shelve expired while qubiqd was stopped")
 		}
@@ -154,6 +155,27 @@ func New(opts Options, insts []Instance) (*Engine, error) {
 	}
 	e.flushLocked()
 	return e, nil
+}
+
+// boundShelf keeps a restored shelve within Settings.MaxShelve: at most
+// that long after it was made, and after now (a max_shelve lowered since,
+// or a clock that stood in the future when the shelve was made, must not
+// make a shelve last longer; shelving is never forever).
+func (e *Engine) boundShelf(in *inst, now time.Time) {
+	s := in.shelf
+	if s == nil {
+		return
+	}
+	limit := s.At.Add(e.set.MaxShelve)
+	if l := now.Add(e.set.MaxShelve); l.Before(limit) {
+		limit = l
+	}
+	if s.Until.After(limit) {
+		c := *s
+		c.Until = limit
+		in.shelf = &c
+		in.dirty = true
+	}
 }
 
 // build makes the run-time alarms of insts (keeping the state of those

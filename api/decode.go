@@ -1,10 +1,12 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"strings"
 	"time"
@@ -15,42 +17,69 @@ type decodeOpts struct {
 	allowEmpty bool // an empty body leaves dst unchanged (POST .../run)
 }
 
-// decodeBody decodes the request body into dst strictly (README: REST):
-// exactly one JSON value, unknown keys refused naming the key, numbers kept
-// as json.Number where dst holds `any`. The body is already capped by the
-// route's limit (http.MaxBytesReader); exceeding it surfaces as
-// *http.MaxBytesError, which writeError answers with 413. Every other
-// failure is a 400 naming the field or the position.
+// KindUnsupportedMedia is the problem kind of a JSON route's body sent
+// without Content-Type: application/json (415).
+const KindUnsupportedMedia = "unsupported_media_type"
+
+// decodeBody decodes the request body into dst strictly (docs/api.md,
+// "Request bodies"): a non-empty body must be sent as
+// Content-Type: application/json (else 415); then decodeJSON: exactly one
+// JSON value, UTF-8 only, no duplicate keys, keys matched exactly, unknown
+// keys refused naming the key, numbers kept as json.Number where dst
+// holds `any`. The body is already capped by the route's limit
+// (http.MaxBytesReader); exceeding it surfaces as *http.MaxBytesError,
+// which writeError answers with 413. Every other failure is a 400 naming
+// the field or the position. It is the one decoder of every JSON route.
 func decodeBody(r *http.Request, dst any, o decodeOpts) error {
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	dec.UseNumber()
-	if err := dec.Decode(dst); err != nil {
-		if errors.Is(err, io.EOF) && o.allowEmpty {
-			return nil
-		}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
 		return decodeError(err)
 	}
-	// Exactly one value: anything but white space after it is refused.
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		if err != nil {
-			return decodeError(err)
+	if len(bytes.TrimSpace(body)) == 0 {
+		if o.allowEmpty {
+			return nil
 		}
-		return errorf(http.StatusBadRequest, KindInvalid, "request body has data after the JSON value")
+		return decodeError(io.EOF)
+	}
+	if err := requireJSONType(r.Header.Get("Content-Type")); err != nil {
+		return err
+	}
+	return decodeJSON(body, dst)
+}
+
+// requireJSONType refuses (415) a body whose Content-Type is not
+// application/json; a charset parameter, if any, must be utf-8 (RFC 8259
+// §8.1).
+func requireJSONType(ct string) error {
+	mt, params, err := mime.ParseMediaType(ct)
+	switch {
+	case ct == "":
+		return errorf(http.StatusUnsupportedMediaType, KindUnsupportedMedia,
+			"request body without a Content-Type: send JSON with Content-Type: application/json")
+	case err != nil || mt != "application/json":
+		return errorf(http.StatusUnsupportedMediaType, KindUnsupportedMedia,
+			"Content-Type %q is not accepted here: send JSON with Content-Type: application/json", ct)
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return errorf(http.StatusUnsupportedMediaType, KindUnsupportedMedia,
+			"charset %q is not accepted: JSON is UTF-8 (Content-Type: application/json)", cs)
 	}
 	return nil
 }
 
 // decodeError turns a json decoding error into a 400 (or keeps the
-// *http.MaxBytesError, which becomes a 413).
+// *http.MaxBytesError, which becomes a 413, and an *httpError as it is).
 func decodeError(err error) error {
 	var (
+		he  *httpError
 		mbe *http.MaxBytesError
 		se  *json.SyntaxError
 		te  *json.UnmarshalTypeError
 		pe  *time.ParseError
 	)
 	switch {
+	case errors.As(err, &he):
+		return he
 	case errors.As(err, &mbe):
 		return err
 	case errors.Is(err, io.EOF):

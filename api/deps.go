@@ -40,8 +40,16 @@ type Deps struct {
 	// Refusals, when set, records every request the middleware refuses for
 	// a missing scope or permission (one audit record per refusal).
 	Refusals RefusalAuditor
+	// CredentialRefusals, when set, records every request refused for its
+	// bearer token (missing, unknown, revoked, expired), aggregated per
+	// client address and reason by the service.
+	CredentialRefusals CredentialRefusalAuditor
 	// Audit lists the audit log (GET /api/v1/audit, users_admin).
 	Audit AuditLog
+
+	// Metrics serves GET /api/v1/metrics and counts every answered
+	// request by route pattern and status code (routes_metrics.go).
+	Metrics Metrics
 
 	Auth      Authenticator
 	Tags      Tags
@@ -78,6 +86,10 @@ type Deps struct {
 	// Alarms serves the alarm routes and the WebSocket's alarm messages
 	// (routes_alarms.go, ws.go).
 	Alarms gateway.Alarms
+	// Appliance serves flashing, the slots' state, backup, restore and the
+	// log level (routes_firmware.go); the daemon passes it, DepsFrom
+	// leaves it nil.
+	Appliance gateway.Appliance
 	// TLS describes the listener's certificate for GET /health ("tls");
 	// nil when the listener speaks plain HTTP.
 	TLS *apitypes.TLSInfo
@@ -87,7 +99,7 @@ type Deps struct {
 // from the panels (NewLiveView over gw's audit log). TLS stays for the
 // caller.
 func DepsFrom(gw gateway.Gateway, panels Panels) Deps {
-	return Deps{Refusals: gw, Audit: gw, Auth: gw, Tags: gw, Scripts: gw, APIKeys: gw, Health: gw, Devices: gw,
+	return Deps{Refusals: gw, CredentialRefusals: gw, Audit: gw, Auth: gw, Tags: gw, Scripts: gw, APIKeys: gw, Health: gw, Devices: gw,
 		Provision: gw, Sessions: gw, Users: gw, LiveView: NewLiveView(panels, gw), Live: gw, Data: gw,
 		Sandbox: gw, Project: gw, Certs: gw, ScriptCodes: gw, AuditSearch: gw, Alarms: gw}
 }
@@ -141,6 +153,7 @@ type APIKeys interface {
 // (gateway.Devices).
 type Devices interface {
 	ListDevices(ctx context.Context) []gateway.DeviceInfo
+	Device(ctx context.Context, name string) (gateway.DeviceInfo, error)
 	DevicePlan(ctx context.Context, name string) ([]gateway.PlannedRequest, error)
 }
 
@@ -164,9 +177,15 @@ type RefusalAuditor interface {
 	AuditRefusal(ctx context.Context, g auth.Grant, target string, reason error)
 }
 
+// CredentialRefusalAuditor records a request refused for its credentials
+// (gateway.Audit.AuditCredentialRefusal). It must not block.
+type CredentialRefusalAuditor interface {
+	AuditCredentialRefusal(ctx context.Context, source, target, reason string)
+}
+
 // AuditLog lists audit records in commit order (gateway.Audit).
 type AuditLog interface {
-	AuditRecords(ctx context.Context, after uint64, limit int) ([]gateway.AuditRecord, error)
+	AuditRecords(ctx context.Context, after uint64, limit int, q gateway.AuditQuery) ([]gateway.AuditRecord, error)
 }
 
 // Data is the part of gateway.Data the data routes use (/db/named,

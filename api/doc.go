@@ -6,6 +6,14 @@
 // and translates the answer to the wire types of api/apitypes (wire.go);
 // errors are answered as application/problem+json.
 //
+// Every JSON body, and every message a client sends on the WebSocket, is
+// decoded by one strict decoder (decode.go, jsoncheck.go): a body must come
+// as Content-Type: application/json (else 415), be UTF-8, hold no key
+// twice, and name fields exactly (docs/api.md, "Request bodies"). The
+// OpenAPI 3.1 document at GET /api/v1/openapi.json is generated from the
+// route table and the wire types (openapi.go; one entry per route in
+// openapi_routes.go).
+//
 // # Dependencies
 //
 // api imports auth, value, gateway, api/apitypes and api/liveview. It must

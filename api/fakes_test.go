@@ -190,6 +190,16 @@ func (fakeDevices) ListDevices(context.Context) []gateway.DeviceInfo {
 	return []gateway.DeviceInfo{{Name: "plc1", Driver: "modbus", State: "connected", Tags: 4}}
 }
 
+func (fakeDevices) Device(_ context.Context, name string) (gateway.DeviceInfo, error) {
+	if name != "plc1" {
+		return gateway.DeviceInfo{}, fmt.Errorf("device %q: %w", name, ErrNotFound)
+	}
+	return gateway.DeviceInfo{Name: "plc1", Driver: "modbus", State: "connected", Tags: 4, Stats: &gateway.DeviceStats{
+		Requests: 10, Errors: map[string]uint64{"timeout": 2}, ErrorsTotal: 2, Timeouts: 2, Reconnects: 1,
+		LastGood: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC), P50: 1500 * time.Microsecond, P99: 20 * time.Millisecond,
+		Units: []gateway.UnitBreaker{{Unit: 2, Breaker: "open", Timeouts: 3, DemotedUntil: time.Date(2026, 12, 1, 10, 0, 30, 0, time.UTC)}}}}, nil
+}
+
 func (fakeDevices) DevicePlan(_ context.Context, name string) ([]gateway.PlannedRequest, error) {
 	if name != "plc1" {
 		return nil, fmt.Errorf("device %q: %w", name, ErrNotFound)
@@ -227,6 +237,9 @@ func (e *env) do(t *testing.T, method, path, token, body string) *httptest.Respo
 		rd = strings.NewReader(body)
 	}
 	req := httptest.NewRequest(method, path, rd)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}

@@ -34,8 +34,9 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request, _ auth.Grant) er
 	w.Header().Set("Cache-Control", "no-store")
 	s.writeJSON(w, r, status, struct {
 		apitypes.Health
-		TLS *apitypes.TLSInfo `json:"tls,omitempty"`
-	}{h, s.deps.TLS})
+		TLS      *apitypes.TLSInfo        `json:"tls,omitempty"`
+		Firmware *apitypes.FirmwareStatus `json:"firmware,omitempty"`
+	}{h, s.deps.TLS, s.healthFirmware(r)})
 	return nil
 }
 
@@ -227,9 +228,18 @@ func (s *Server) listDevices(w http.ResponseWriter, r *http.Request, _ auth.Gran
 	devs := s.deps.Devices.ListDevices(r.Context())
 	out := make([]apitypes.DeviceInfo, len(devs))
 	for i, d := range devs {
-		out[i] = apitypes.DeviceInfo{Name: d.Name, Driver: d.Driver, URL: d.URL, State: d.State, Reason: d.Reason, Tags: d.Tags}
+		out[i] = wireDevice(d)
 	}
 	s.writeJSON(w, r, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) getDevice(w http.ResponseWriter, r *http.Request, _ auth.Grant) error {
+	d, err := s.deps.Devices.Device(r.Context(), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, r, http.StatusOK, wireDevice(d))
 	return nil
 }
 

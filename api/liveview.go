@@ -26,18 +26,24 @@ func (s *Server) mountLiveView() {
 }
 
 // writability says whether g may write the tag ti, and if not, why (the
-// missing scope or level, as the panel shows it).
-func writability(g auth.Grant, ti gateway.TagInfo, visible bool) (bool, string) {
+// missing scope or level, as the panel shows it). have is the caller's
+// level as an operator knows it (a LiveView operator's own level; else the
+// grant's): an operator below operate, whose grant holds no tag:write, is
+// told the level the tag needs rather than a scope.
+func writability(g auth.Grant, ti gateway.TagInfo, visible bool, have auth.Level) (bool, string) {
 	if !visible {
 		return false, "path outside the allowed prefixes"
 	}
 	if ti.ReadOnly {
 		return false, "tag is read-only"
 	}
+	l := ti.WriteLevel
 	if err := g.RequireScope(auth.TagWrite, ti.Path); err != nil {
+		if have > auth.LevelNone && have < l {
+			return false, fmt.Sprintf("write level %q required (you have %q)", l, have)
+		}
 		return false, err.Error()
 	}
-	l := ti.WriteLevel
 	if !g.AllowsLevel(l) {
 		return false, fmt.Sprintf("write level %q required (you have %q)", l, g.WriteLevel)
 	}
@@ -54,6 +60,10 @@ func (s *Server) listViews(w http.ResponseWriter, r *http.Request, g auth.Grant)
 			tags[ti.Path] = ti
 		}
 	}
+	have := g.WriteLevel
+	if isSession && cs.info.Realm == auth.RealmOperator {
+		have = cs.info.Level
+	}
 	out := []apitypes.View{}
 	for _, v := range s.deps.LiveView.Views(r.Context()) {
 		if isSession && !liveview.MayOpen(v, cs.info.Realm, cs.info.Level) {
@@ -67,7 +77,7 @@ func (s *Server) listViews(w http.ResponseWriter, r *http.Request, g auth.Grant)
 				if ok {
 					wd.WriteLevel = ti.WriteLevel.String()
 				}
-				wd.Writable, wd.ReadOnlyReason = writability(g, ti, ok)
+				wd.Writable, wd.ReadOnlyReason = writability(g, ti, ok, have)
 			case apitypes.WidgetButton:
 				wd.Writable = true
 			}

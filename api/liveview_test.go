@@ -260,7 +260,10 @@ func newLVEnv(t *testing.T, cfg Config) *lvEnv {
 				{Type: "button", Entry: "pumps.chain", Label: "Chain"},
 			}},
 			{Name: "expert", Title: "Expert", MinLevel: "supervise", Events: 5, Widgets: []apitypes.Widget{
-				{Type: "button", Entry: "pumps.start", Label: "Start"}}},
+				{Type: "value", Tag: "Line1/Speed", Label: "Speed", Buttons: []apitypes.Button{
+					{Entry: "pumps.start", Label: "Start", Args: json.RawMessage(`{"line":2}`)}}},
+				{Type: "buttons", Label: "Tools", Buttons: []apitypes.Button{
+					{Entry: "pumps.chain", Label: "Chain", Args: json.RawMessage(`{"x":3}`)}}}}},
 		}}}
 	if cfg.Now == nil {
 		cfg.Now = func() time.Time { return testNow }
@@ -298,6 +301,7 @@ func (e *lvEnv) req(t *testing.T, method, path, body string, c *http.Cookie, hdr
 	var req *http.Request
 	if body != "" {
 		req = httptest.NewRequest(method, path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
 	} else {
 		req = httptest.NewRequest(method, path, nil)
 	}
@@ -474,7 +478,7 @@ func TestListViews_ReadOnlyControlsNameTheReason(t *testing.T) {
 	}
 	check("op", 1, map[string]string{"Line1/Setpoint": "", "Line1/Limit": `write level "supervise" required (you have "operate")`,
 		"Line1/Counter": "tag is read-only"})
-	check("viewer", 1, map[string]string{"Line1/Setpoint": `missing scope "tag:write"`})
+	check("viewer", 1, map[string]string{"Line1/Setpoint": `write level "operate" required (you have "view")`})
 	check("sup", 2, map[string]string{"Line1/Setpoint": "", "Line1/Limit": ""})
 }
 
@@ -517,6 +521,25 @@ func TestRunFromPanel_GrantDerivedAndAudited(t *testing.T) {
 	rec = e.req(t, "POST", "/api/v1/scripts/pumps/chain/run", "", c2, map[string]string{CSRFHeader: csrf2, PanelHeader: "pump1"})
 	if rec.Code != 200 || !e.scripts.grants[2].HasScope(auth.ScriptExecute) {
 		t.Fatalf("supervise press: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// TestRunFromPanel_ButtonsInBarsAndCards: a button of a bar or inside a
+// card runs with its own args, as a button widget does.
+func TestRunFromPanel_ButtonsInBarsAndCards(t *testing.T) {
+	e := newLVEnv(t, Config{})
+	c, csrf := e.login(t, "sup")
+	h := map[string]string{CSRFHeader: csrf, PanelHeader: "expert"}
+	for _, p := range []string{"/api/v1/scripts/pumps/start/run", "/api/v1/scripts/pumps/chain/run"} {
+		if rec := e.req(t, "POST", p, "", c, h); rec.Code != 200 {
+			t.Fatalf("%s: %d %s", p, rec.Code, rec.Body)
+		}
+	}
+	if len(e.scripts.args) != 2 || e.scripts.args[0] != `{"line":2}` || e.scripts.args[1] != `{"x":3}` {
+		t.Fatalf("args %v, want the card's button's and the bar's", e.scripts.args)
+	}
+	if a := e.lv.audits; len(a) != 2 || a[0].Target != "pumps.start" || a[1].Target != "pumps.chain" || a[1].Result != "ok" {
+		t.Fatalf("audits %+v", a)
 	}
 }
 
@@ -636,7 +659,7 @@ func TestLiveViewAssets_ServedWithCSP(t *testing.T) {
 	if rec := e.req(t, "GET", "/", "", nil, nil); rec.Code != 302 || rec.Header().Get("Location") != "/liveview/" {
 		t.Fatalf("GET /: %d %q", rec.Code, rec.Header().Get("Location"))
 	}
-	for path, want := range map[string]string{"/liveview/": "<title>QUBIQ LiveView</title>", "/liveview/app.js": "X-CSRF-Token",
+	for path, want := range map[string]string{"/liveview/": "<title>QUBIQ LiveView</title>", "/liveview/net.js": "X-CSRF-Token",
 		"/liveview/app.css": "q-stale"} {
 		rec := e.req(t, "GET", path, "", nil, nil)
 		if rec.Code != 200 || !strings.Contains(rec.Body.String(), want) ||

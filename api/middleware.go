@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"qubiq.dev/edge/auth"
+	"qubiq.dev/edge/gateway"
 )
 
 // wrap is THE middleware: it enforces one route's row of the table, once,
@@ -36,8 +37,10 @@ func (s *Server) wrap(rt route) http.Handler {
 					s.writeError(sw, r, target, fmt.Errorf("panic: %v", v))
 				}
 			}
+			took := time.Since(start)
 			s.log.DebugContext(r.Context(), "request", slog.String("route", target), slog.Int("status", sw.status),
-				slog.Duration("took", time.Since(start)))
+				slog.Duration("took", took))
+			s.observe(rt, target, sw.status, took)
 		}()
 		if rt.stream {
 			rc := http.NewResponseController(w)
@@ -102,13 +105,16 @@ func (s *Server) authorize(r *http.Request, rt route, target string) (*http.Requ
 	}
 	token, ok := bearer(r)
 	if !ok {
+		s.refusedCredential(r, target, gateway.CredentialMissing)
 		return r, auth.Grant{}, errorf(http.StatusUnauthorized, KindUnauthenticated,
 			"missing credentials: send Authorization: Bearer <token>")
 	}
 	g, err := s.deps.Auth.Authenticate(r.Context(), token)
 	switch {
 	case errors.Is(err, ErrUnauthenticated):
-		s.log.InfoContext(r.Context(), "request refused", slog.String("route", target), slog.String("reason", "unauthenticated"))
+		reason := gateway.CredentialReason(err)
+		s.log.InfoContext(r.Context(), "request refused", slog.String("route", target), slog.String("reason", reason))
+		s.refusedCredential(r, target, reason)
 		return r, auth.Grant{}, errorf(http.StatusUnauthorized, KindUnauthenticated, "invalid, revoked or expired credentials")
 	case err != nil:
 		s.log.WarnContext(r.Context(), "credential check failed", slog.String("route", target), slog.Any("error", err))
@@ -118,6 +124,7 @@ func (s *Server) authorize(r *http.Request, rt route, target string) (*http.Requ
 	if g.Expired(s.cfg.Now()) {
 		s.log.InfoContext(r.Context(), "request refused", slog.String("route", target), slog.String("principal", g.Principal),
 			slog.String("reason", "expired"))
+		s.refusedCredential(r, target, gateway.CredentialExpired)
 		return r, auth.Grant{}, errorf(http.StatusUnauthorized, KindUnauthenticated,
 			"credentials expired at %s", g.Expires.UTC().Format(time.RFC3339))
 	}
@@ -125,6 +132,14 @@ func (s *Server) authorize(r *http.Request, rt route, target string) (*http.Requ
 		return r, auth.Grant{}, err
 	}
 	return r, g, nil
+}
+
+// refusedCredential audits a request refused for its bearer token
+// (aggregated per client address and reason by the service).
+func (s *Server) refusedCredential(r *http.Request, target, reason string) {
+	if s.deps.CredentialRefusals != nil {
+		s.deps.CredentialRefusals.AuditCredentialRefusal(r.Context(), clientAddr(r), target, reason)
+	}
 }
 
 // requireNeed checks g against the route's scope or permission and logs a

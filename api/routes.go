@@ -57,6 +57,7 @@ const (
 	depLive
 	depData
 	depAudit
+	depMetrics
 )
 
 func (d Deps) has(x dep) bool {
@@ -85,6 +86,8 @@ func (d Deps) has(x dep) bool {
 		return d.Data != nil
 	case depAudit:
 		return d.Audit != nil
+	case depMetrics:
+		return d.Metrics != nil
 	}
 	return true
 }
@@ -92,7 +95,7 @@ func (d Deps) has(x dep) bool {
 // String names the dependency for the 501 detail.
 func (x dep) String() string {
 	return [...]string{"none", "tags", "scripts", "API keys", "health", "devices", "provisioning",
-		"sessions", "users", "LiveView", "live values", "data services", "audit log"}[x]
+		"sessions", "users", "LiveView", "live values", "data services", "audit log", "metrics"}[x]
 }
 
 // handlerFunc handles one route. g is the caller's grant (the zero Grant on
@@ -150,6 +153,7 @@ var routes = []route{
 		longWrite: true, liveview: true, handle: (*Server).runScript},
 
 	{method: "GET", path: prefix + "/devices", need: scope(auth.TagRead), dep: depDevices, handle: (*Server).listDevices},
+	{method: "GET", path: prefix + "/devices/{name}", need: scope(auth.TagRead), dep: depDevices, handle: (*Server).getDevice},
 	{method: "GET", path: prefix + "/devices/{name}/plan", need: scope(auth.TagRead), dep: depDevices, handle: (*Server).devicePlan},
 
 	{method: "POST", path: prefix + "/apikeys", need: perm(auth.UsersAdmin), dep: depAPIKeys, handle: (*Server).createAPIKey},
@@ -179,6 +183,7 @@ var routes = []route{
 func init() { routes = append(routes, dataRoutes...) }    // the system.* data routes (routes_data.go)
 func init() { routes = append(routes, sandboxRoutes...) } // sandbox administration (routes_sandbox.go)
 func init() { routes = append(routes, projectRoutes...) } // project import/export, device browse (routes_project.go)
+func init() { routes = append(routes, metricsRoutes...) } // GET /api/v1/metrics (routes_metrics.go)
 
 // defaultLongWrite is Config.LongWriteTimeout's default: the longest script
 // timeout python.gateway_timeout allows (10 min), plus a margin.

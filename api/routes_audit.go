@@ -6,6 +6,7 @@ import (
 
 	"qubiq.dev/edge/api/apitypes"
 	"qubiq.dev/edge/auth"
+	"qubiq.dev/edge/gateway"
 )
 
 // auditRoutes list the audit log (the route table, testdata/routes.md: GET /audit needs
@@ -16,8 +17,11 @@ var auditRoutes = []route{
 
 func init() { routes = append(routes, auditRoutes...) }
 
-// listAudit answers GET /api/v1/audit?after=SEQ&limit=N: records after the
-// sequence number SEQ (default 0), oldest first, at most N (default 100).
+// listAudit answers GET /api/v1/audit?after=SEQ&limit=N&result=R: records
+// after the sequence number SEQ (default 0), oldest first, at most N
+// (default 100); result=, principal=, origin= and action= keep the
+// matching ones (gateway.AuditQuery says how each matches: result
+// exactly, "ok" or a failure's kind such as script_error).
 func (s *Server) listAudit(w http.ResponseWriter, r *http.Request, _ auth.Grant) error {
 	q := r.URL.Query()
 	var after uint64
@@ -36,7 +40,8 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request, _ auth.Grant)
 		}
 		limit = n
 	}
-	recs, err := s.deps.Audit.AuditRecords(r.Context(), after, limit)
+	aq := gateway.AuditQuery{Principal: q.Get("principal"), Origin: q.Get("origin"), Action: q.Get("action"), Result: q.Get("result")}
+	recs, err := s.deps.Audit.AuditRecords(r.Context(), after, limit, aq)
 	if err != nil {
 		return err
 	}

@@ -239,7 +239,9 @@ func TestSandbox_InstallPackage(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := sandboxServer(t, tt.fs)
-			rec := sbDo(t, s, httptest.NewRequest("POST", "/api/v1/sandbox/packages", strings.NewReader(tt.body)), tokSandbox)
+			req := httptest.NewRequest("POST", "/api/v1/sandbox/packages", strings.NewReader(tt.body))
+			req.Header.Set("Content-Type", "application/json")
+			rec := sbDo(t, s, req, tokSandbox)
 			if rec.Code != tt.wantStatus {
 				t.Fatalf("status %d, want %d: %s", rec.Code, tt.wantStatus, rec.Body)
 			}

@@ -14,7 +14,7 @@ import (
 
 func wireTagInfo(ti gateway.TagInfo) apitypes.TagInfo {
 	out := apitypes.TagInfo{Path: ti.Path, Device: ti.Device, Address: ti.Address, Type: ti.Type.String(),
-		Units: ti.Units, WriteLevel: ti.WriteLevel.String(), ReadOnly: ti.ReadOnly}
+		Units: ti.Units, WriteLevel: ti.WriteLevel.String(), ReadOnly: ti.ReadOnly, Min: ti.Min, Max: ti.Max}
 	if ti.Scan > 0 {
 		out.Scan = ti.Scan.String() // empty for tags not polled
 	}
@@ -64,7 +64,10 @@ func wireHealth(h gateway.HealthReport) apitypes.Health {
 		Sandbox: apitypes.SandboxHealth{Mode: h.Sandbox.Mode, Limits: h.Sandbox.Limits, Hardening: h.Sandbox.Hardening,
 			Python: apitypes.PythonHealth{Status: h.Sandbox.Python.Status, Version: h.Sandbox.Python.Version, Path: h.Sandbox.Python.Path},
 			Linter: h.Sandbox.Linter},
-		Devices: make(map[string]apitypes.DeviceHealth, len(h.Devices))}
+		Devices: make(map[string]apitypes.DeviceHealth, len(h.Devices)), Warnings: h.Warnings}
+	if out.Warnings == nil {
+		out.Warnings = []string{}
+	}
 	for n, d := range h.Devices {
 		out.Devices[n] = apitypes.DeviceHealth{State: d.State, Reason: d.Reason}
 	}
@@ -197,4 +200,31 @@ func wireChange(ch gateway.PackageChange) apitypes.PackageChange {
 func wireIndexCheck(c gateway.IndexCheck) apitypes.IndexCheck {
 	return apitypes.IndexCheck{IndexURL: c.IndexURL, URL: c.URL, Reachable: c.Reachable, Status: c.Status,
 		DurationMS: c.DurationMS, Reason: c.Reason}
+}
+
+func wireDevice(d gateway.DeviceInfo) apitypes.DeviceInfo {
+	out := apitypes.DeviceInfo{Name: d.Name, Driver: d.Driver, URL: d.URL, State: d.State, Reason: d.Reason, Tags: d.Tags}
+	st := d.Stats
+	if st == nil {
+		return out
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	ws := &apitypes.DeviceStats{Requests: st.Requests, Errors: st.Errors, ErrorsTotal: st.ErrorsTotal,
+		Timeouts: st.Timeouts, Reconnects: st.Reconnects, LastGood: optTime(st.LastGood), LastError: optTime(st.LastError),
+		LatencyP50: ms(st.P50), LatencyP99: ms(st.P99)}
+	if ws.Errors == nil {
+		ws.Errors = map[string]uint64{}
+	}
+	for _, u := range st.Units {
+		ws.Units = append(ws.Units, apitypes.UnitBreaker{UnitID: u.Unit, Breaker: u.Breaker, Timeouts: u.Timeouts,
+			DemotedUntil: optTime(u.DemotedUntil)})
+	}
+	if o := st.OPCUA; o != nil {
+		ws.OPCUA = &apitypes.OPCUAFigures{MonitoredItems: o.MonitoredItems, BadItems: o.BadItems,
+			Subscriptions: o.Subscriptions, PublishResponses: o.PublishResponses, KeepAlives: o.KeepAlives,
+			DataChanges: o.DataChanges, PublishRate: o.PublishRate, SessionsCreated: o.SessionsCreated,
+			SessionsReactivated: o.SessionsReactivate}
+	}
+	out.Stats = ws
+	return out
 }

@@ -73,12 +73,12 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request, g auth.Grant) error 
 	changes, dropped, unsubscribe := s.deps.Live.SubscribeValues(g, wsSubscribeBuf)
 	defer unsubscribe()
 
-	msgs := make(chan apitypes.WSMessage)
+	msgs := make(chan wsRequest)
 	readErr := make(chan error, 1)
 	go func() {
 		for {
-			var m apitypes.WSMessage
-			if err := wsjson.Read(ctx, c, &m); err != nil {
+			m, err := readWSRequest(ctx, c)
+			if err != nil {
 				readErr <- err
 				return
 			}
@@ -131,6 +131,11 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request, g auth.Grant) error 
 			return nil
 		case m := <-msgs:
 			switch m.Type {
+			case "":
+				// refused by the strict decoder: say why, keep the socket
+				if err := send(apitypes.WSMessage{Type: "error", Reason: m.invalid}); err != nil {
+					return nil
+				}
 			case "subscribe":
 				if len(m.Paths) > wsMaxPaths {
 					return s.closeWS(ctx, c, websocket.StatusPolicyViolation, "too many paths")
@@ -206,6 +211,38 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request, g auth.Grant) error 
 			}
 		}
 	}
+}
+
+// wsRequest is a message a client sends on the WebSocket:
+// {"type": "subscribe", "paths": [...]}, {"type": "activity"},
+// {"type": "subscribe_alarms"}, {"type": "unsubscribe_alarms"}.
+type wsRequest struct {
+	Type  string   `json:"type"`
+	Paths []string `json:"paths"`
+
+	invalid string // why the strict decoder refused the message (Type is "")
+}
+
+// readWSRequest reads the next client message and decodes it with the
+// strict decoder of request bodies (decodeJSON: UTF-8, no duplicate keys,
+// exact field names). A message it refuses, or a binary one, comes back
+// with Type "" and the reason; only a failed read is an error.
+func readWSRequest(ctx context.Context, c *websocket.Conn) (wsRequest, error) {
+	typ, data, err := c.Read(ctx)
+	if err != nil {
+		return wsRequest{}, err
+	}
+	if typ != websocket.MessageText {
+		return wsRequest{invalid: "binary message refused: send JSON text messages"}, nil
+	}
+	var m wsRequest
+	if err := decodeJSON(data, &m); err != nil {
+		return wsRequest{invalid: "message refused: " + err.Error()}, nil
+	}
+	if m.Type == "" {
+		return wsRequest{invalid: `message refused: missing "type"`}, nil
+	}
+	return m, nil
 }
 
 // closeWS closes c with code and reason; a peer that already left is only

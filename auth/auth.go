@@ -162,6 +162,10 @@ type Grant struct {
 	// KeyID is the API key the grant came from (RealmAPIKey), so a run
 	// that outlives a revocation can be stopped (Keys.StillValid).
 	KeyID string
+	// SessionID is the browser session the grant came from (LiveView), so
+	// a run that outlives the session's logout or revocation is stopped
+	// the same way (Sessions.StillValid).
+	SessionID string
 }
 
 // HasScope reports whether g holds scope s.

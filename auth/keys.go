@@ -25,6 +25,15 @@ const (
 // valid, unrevoked, unexpired credential. It never says which part failed.
 var ErrBadCredentials = errors.New("invalid or revoked credentials")
 
+// ErrRevokedToken and ErrExpiredToken are returned by Keys.Authenticate for
+// a key whose secret is right but that was revoked or is expired; both are ErrBadCredentials
+// (errors.Is). They are for the audit record of the refusal; the client's
+// answer stays the same for every refused token.
+var (
+	ErrRevokedToken = fmt.Errorf("%w: revoked", ErrBadCredentials)
+	ErrExpiredToken = fmt.Errorf("%w: expired", ErrBadCredentials)
+)
+
 // ErrNotFound is what a KeyStore returns (wrapped) for an unknown key id.
 var ErrNotFound = errors.New("not found")
 
@@ -134,7 +143,8 @@ func (k *Keys) Create(creator Grant, rec KeyRecord) (id, token string, err error
 // Authenticate returns the grant of token: an API key's scopes, level,
 // permissions and prefixes (realm RealmAPIKey, principal "apikey:<name>"),
 // or the full grant of the bootstrap token. It returns ErrBadCredentials for
-// anything else, including revoked and expired keys.
+// anything else: ErrRevokedToken and ErrExpiredToken (both
+// ErrBadCredentials) for a right secret of a revoked or expired key.
 func (k *Keys) Authenticate(token string) (Grant, error) {
 	switch {
 	case strings.HasPrefix(token, bootstrapPrefix):
@@ -157,11 +167,13 @@ func (k *Keys) Authenticate(token string) (Grant, error) {
 			return Grant{}, ErrBadCredentials
 		}
 		h := sha256.Sum256([]byte(secret))
-		if subtle.ConstantTimeCompare(h[:], rec.Hash) != 1 || rec.Revoked {
+		switch {
+		case subtle.ConstantTimeCompare(h[:], rec.Hash) != 1:
 			return Grant{}, ErrBadCredentials
-		}
-		if expiredAt(rec.Expires, k.now()) {
-			return Grant{}, ErrBadCredentials
+		case rec.Revoked:
+			return Grant{}, ErrRevokedToken
+		case expiredAt(rec.Expires, k.now()):
+			return Grant{}, ErrExpiredToken
 		}
 		return Grant{Principal: "apikey:" + rec.Name, Realm: RealmAPIKey, Origin: "rest",
 			Scopes: rec.Scopes, WriteLevel: rec.WriteLevel, Permissions: rec.Permissions,

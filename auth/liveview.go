@@ -10,6 +10,7 @@ type Session struct {
 	Level       Level // an operator's level: view, operate or supervise
 	Permissions []Permission
 	Panel       string // the view the request came from, for the audit trail
+	ID          string // the session's id (SessionInfo.ID), carried by the grant as SessionID
 }
 
 // EscapeHatchEnv is the environment variable that restores the old,
@@ -37,11 +38,12 @@ func LiveViewGrant(s Session, escapeHatch bool) (Grant, bool) {
 	if principal == "" {
 		principal = "anonymous"
 	}
-	g := Grant{Principal: principal, Realm: s.Realm, Origin: origin}
+	g := Grant{Principal: principal, Realm: s.Realm, Origin: origin, SessionID: s.ID}
 	switch {
 	case s.Realm == RealmPlatform:
 		full := Full(principal, RealmPlatform, origin)
 		full.Permissions = slices.Clone(s.Permissions)
+		full.SessionID = s.ID
 		return full, false
 	case s.Realm == RealmOperator && s.Level >= LevelOperate:
 		g.Scopes = append(slices.Clone(ReadScopes), TagWrite, DBWrite, HistWrite, VarsWrite, FileWrite)
@@ -63,6 +65,7 @@ func LiveViewGrant(s Session, escapeHatch bool) (Grant, bool) {
 	if escapeHatch {
 		wide := Full(principal, g.Realm, origin+" (escape hatch)")
 		wide.Permissions = nil
+		wide.SessionID = s.ID
 		return wide, true
 	}
 	return g, false

@@ -66,7 +66,7 @@ type SessionInfo struct {
 // Session returns the auth.Session LiveViewGrant derives a grant from, with
 // panel (a view the server validated) for the audit trail.
 func (i SessionInfo) Session(panel string) Session {
-	return Session{User: i.User, Realm: i.Realm, Level: i.Level, Permissions: slices.Clone(i.Permissions), Panel: panel}
+	return Session{User: i.User, Realm: i.Realm, Level: i.Level, Permissions: slices.Clone(i.Permissions), Panel: panel, ID: i.ID}
 }
 
 // ShortID is the first 12 hex digits of the session id, for logs and audit.
@@ -284,6 +284,33 @@ func (s *Sessions) end(id string) {
 	if ls, ok := s.m[id]; ok {
 		s.endLocked(ls)
 	}
+}
+
+// StillValid refuses (a *DeniedError of kind "revoked") a grant made from a
+// browser session (Grant.SessionID) once that session ended: logout,
+// revocation, its user disabled or deleted, or a timeout. A grant without
+// a session passes. It does not restart the idle timeout. A script started
+// from a panel thus stops at its next system.* call after its session
+// ended, as one started with a revoked API key does (Keys.StillValid).
+func (s *Sessions) StillValid(g Grant) error {
+	if g.SessionID == "" {
+		return nil
+	}
+	s.mu.Lock()
+	ls, ok := s.m[g.SessionID]
+	live := ok && !s.expired(ls.rec, s.opts.Now().UTC())
+	s.mu.Unlock()
+	if !live {
+		return &DeniedError{Kind: "revoked", Need: "a current credential: the LiveView session " + shortID(g.SessionID) + " ended"}
+	}
+	return nil
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
 }
 
 // Logout ends the session of token; an unknown token is not an error.

@@ -260,3 +260,42 @@ func TestSessionInfo_Session_GrantFromStoredStateOnly(t *testing.T) {
 		t.Fatalf("grant %+v", g)
 	}
 }
+
+// TestSessions_StillValid_GrantOfASession: the grant a panel's script runs
+// with carries its session; it stays valid while the session lives and is
+// refused (kind "revoked") once the session is logged out, its user's
+// sessions revoked, or it timed out. A grant of no session passes.
+func TestSessions_StillValid_GrantOfASession(t *testing.T) {
+	s, us, _, c := newSessions(t)
+	for _, end := range []string{"logout", "revoke", "idle"} {
+		t.Run(end, func(t *testing.T) {
+			tok, info := login(t, s, us, "op")
+			g, _ := LiveViewGrant(info.Session("pump1"), false)
+			if g.SessionID != info.ID {
+				t.Fatalf("grant's SessionID %q, want the session's %q", g.SessionID, info.ID)
+			}
+			if err := s.StillValid(g); err != nil {
+				t.Fatalf("live session: %v", err)
+			}
+			switch end {
+			case "logout":
+				if err := s.Logout(tok); err != nil {
+					t.Fatal(err)
+				}
+			case "revoke":
+				if _, err := s.RevokeUser("op"); err != nil {
+					t.Fatal(err)
+				}
+			case "idle":
+				c.Add(11 * time.Minute)
+			}
+			var de *DeniedError
+			if err := s.StillValid(g); !errors.As(err, &de) || de.Kind != "revoked" || !strings.Contains(err.Error(), "session") {
+				t.Fatalf("after %s: %v, want a revoked DeniedError naming the session", end, err)
+			}
+		})
+	}
+	if err := s.StillValid(Full("k", RealmAPIKey, "rest")); err != nil {
+		t.Fatalf("a grant of no session: %v", err)
+	}
+}

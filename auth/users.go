@@ -53,10 +53,10 @@ var (
 	ErrInvalidUser = errors.New("invalid user")
 )
 
-// RateLimitedError is returned by Users.Login while the user name or the
-// client address is locked out after repeated failures. RetryAfter is how
-// long until the next attempt is considered. It never says whether the
-// name exists.
+// RateLimitedError is returned by Users.Login while logins of a user name
+// from a client address, or every login from an address, are throttled
+// after repeated failures. RetryAfter is how long until the next attempt
+// is considered. It never says whether the name exists.
 type RateLimitedError struct {
 	RetryAfter time.Duration
 }
@@ -184,13 +184,18 @@ func CheckUser(u UserRecord) error {
 type UsersOptions struct {
 	// Params are the argon2id costs of new hashes.
 	Params PasswordParams
-	// MaxFailures is how many failed logins of one user name are allowed
-	// within Window before it is locked; an address gets four times as
-	// many (a shared panel's users mistype too).
+	// MaxFailures is how many failed logins of one user name from one
+	// client address are free within Window; from then on each attempt
+	// of that name from that address waits a growing delay. An address
+	// gets four times as many over all names (a shared panel's users
+	// mistype too) before its every attempt waits. Failures never delay
+	// a name from another address: whoever knows an operator's name
+	// cannot keep the operator out (docs/security.md, "Login
+	// throttling").
 	MaxFailures int
 	// Window is how long failures are remembered after the last one.
 	Window time.Duration
-	// LockBase is the first lockout; each further failure doubles it, up
+	// LockBase is the first delay; each further failure doubles it, up
 	// to LockMax.
 	LockBase time.Duration
 	LockMax  time.Duration
@@ -198,14 +203,15 @@ type UsersOptions struct {
 	Now func() time.Time
 }
 
-// DefaultUsersOptions: 5 failures per user (20 per address) within 15 min,
-// then a lockout of 30 s doubling up to 15 min.
+// DefaultUsersOptions: 5 failures per user name and address (20 per
+// address) within 15 min are free, then a delay of 2 s doubling up to
+// 5 min before each further attempt.
 var DefaultUsersOptions = UsersOptions{Params: DefaultPasswordParams, MaxFailures: 5,
-	Window: 15 * time.Minute, LockBase: 30 * time.Second, LockMax: 15 * time.Minute}
+	Window: 15 * time.Minute, LockBase: 2 * time.Second, LockMax: 5 * time.Minute}
 
 // Users manages users and checks passwords (README: Operators and
-// LiveView panels). Login is rate-limited per user name and per
-// client address. It is safe for concurrent use.
+// LiveView panels). Login is throttled per user name and client address,
+// and per address. It is safe for concurrent use.
 type Users struct {
 	store UserStore
 	opts  UsersOptions
@@ -350,7 +356,8 @@ func (us *Users) List() ([]UserRecord, error) { return us.store.Users() }
 // Login checks name and password from the client at addr. It returns the
 // user on success; ErrBadCredentials for an unknown or disabled name or a
 // wrong password (never saying which); a *RateLimitedError while the name
-// or the address is locked out (the password is then not even checked).
+// is throttled from addr, or addr itself is (the password is then not even
+// checked). A success forgets the failures of the name from addr.
 func (us *Users) Login(name, password, addr string) (UserRecord, error) {
 	now := us.opts.Now()
 	if wait := us.lim.blocked(now, name, addr); wait > 0 {
@@ -369,11 +376,11 @@ func (us *Users) Login(name, password, addr string) (UserRecord, error) {
 		us.lim.fail(us.opts.Now(), name, addr)
 		return UserRecord{}, ErrBadCredentials
 	}
-	us.lim.succeed(name)
+	us.lim.succeed(name, addr)
 	return u, nil
 }
 
-// limiter counts failed logins per user name and per address.
+// limiter counts failed logins per (user name, address) and per address.
 type limiter struct {
 	opts UsersOptions
 	mu   sync.Mutex
@@ -391,9 +398,14 @@ const limiterMax = 10000
 
 func newLimiter(o UsersOptions) *limiter { return &limiter{opts: o, m: map[string]*strikes{}} }
 
-func (l *limiter) keys(name, addr string) [2]string { return [2]string{"u\x00" + name, "a\x00" + addr} }
+// keys are the limiter's counters of a login of name from addr: the pair's,
+// then the address's. There is no counter of the name alone, so failures
+// from one address never delay the name from another.
+func (l *limiter) keys(name, addr string) [2]string {
+	return [2]string{"p\x00" + addr + "\x00" + name, "a\x00" + addr}
+}
 
-// blocked returns how long the name or address must still wait (0: none).
+// blocked returns how long the pair or the address must still wait (0: none).
 func (l *limiter) blocked(now time.Time, name, addr string) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -441,10 +453,10 @@ func (l *limiter) fail(now time.Time, name, addr string) {
 	}
 }
 
-// succeed forgets the name's failures; the address's stay (one good
-// account must not reset an address that guesses others).
-func (l *limiter) succeed(name string) {
+// succeed forgets the failures of name from addr; the address's stay (one
+// good account must not reset an address that guesses others).
+func (l *limiter) succeed(name, addr string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.m, l.keys(name, "")[0])
+	delete(l.m, l.keys(name, addr)[0])
 }

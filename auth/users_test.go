@@ -177,40 +177,62 @@ func TestUsers_Login_GoodBadDisabled(t *testing.T) {
 	}
 }
 
-func TestUsers_Login_RateLimitedPerUser(t *testing.T) {
+// TestUsers_Login_ThrottledPerUserAndAddress: failures of a name from one
+// address delay that name from that address only; the rightful user logs
+// in from another address at once, with the right password (issue: 5
+// failures used to lock the user out everywhere).
+func TestUsers_Login_ThrottledPerUserAndAddress(t *testing.T) {
 	us, _, c := newUsers(t)
 	if err := us.Add(UserRecord{Name: "op", Realm: RealmOperator, Level: LevelView}, "password1"); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		if _, err := us.Login("op", "wrong-pass", fmt.Sprintf("10.0.0.%d", i)); !errors.Is(err, ErrBadCredentials) {
+		if _, err := us.Login("op", "wrong-pass", "203.0.113.9"); !errors.Is(err, ErrBadCredentials) {
 			t.Fatalf("attempt %d: %v", i, err)
 		}
 	}
-	// Locked: even the right password from a fresh address is refused.
-	_, err := us.Login("op", "password1", "10.9.9.9")
+	// The attacker's address waits, even with the right password.
+	_, err := us.Login("op", "password1", "203.0.113.9")
 	var rl *RateLimitedError
 	if !errors.As(err, &rl) || rl.RetryAfter != 10*time.Second {
-		t.Fatalf("after 3 failures: %v, want RateLimitedError of 10s", err)
+		t.Fatalf("from the failing address after 3 failures: %v, want RateLimitedError of 10s", err)
+	}
+	// The operator, from the panel's address, is not locked out.
+	if _, err := us.Login("op", "password1", "10.0.0.20"); err != nil {
+		t.Fatalf("the rightful user from another address: %v, want logged in", err)
+	}
+	// Another name from the failing address is not delayed either (the
+	// address's own counter allows 4 × MaxFailures).
+	if _, err := us.Login("someone", "x", "203.0.113.9"); errors.As(err, &rl) {
+		t.Fatalf("another name from the failing address: %v, want only a wrong password", err)
 	}
 	c.Add(11 * time.Second)
-	if _, err := us.Login("op", "password1", "10.9.9.9"); err != nil {
-		t.Fatalf("after the lockout: %v", err)
+	if _, err := us.Login("op", "password1", "203.0.113.9"); err != nil {
+		t.Fatalf("after the delay: %v", err)
+	}
+	// The success forgot the pair's failures: one more failure is free.
+	if _, err := us.Login("op", "wrong-pass", "203.0.113.9"); !errors.Is(err, ErrBadCredentials) {
+		t.Fatalf("first failure after a success: %v, want ErrBadCredentials", err)
 	}
 }
 
-func TestUsers_Login_LockoutDoublesToMax(t *testing.T) {
+// TestUsers_Login_DelayDoublesToMax: each failure past the free ones
+// doubles the delay of the pair, up to LockMax.
+func TestUsers_Login_DelayDoublesToMax(t *testing.T) {
 	us, _, c := newUsers(t)
 	want := []time.Duration{10 * time.Second, 20 * time.Second, 40 * time.Second, 40 * time.Second}
-	for i := range 2 {
-		_, _ = us.Login("ghost", "wrong-pass", fmt.Sprintf("a%d", i))
+	for range 2 {
+		_, _ = us.Login("ghost", "wrong-pass", "198.51.100.1")
 	}
 	for i, w := range want {
-		_, _ = us.Login("ghost", "wrong-pass", fmt.Sprintf("b%d", i))
-		_, err := us.Login("ghost", "wrong-pass", "other")
+		_, _ = us.Login("ghost", "wrong-pass", "198.51.100.1")
+		_, err := us.Login("ghost", "wrong-pass", "198.51.100.1")
 		var rl *RateLimitedError
 		if !errors.As(err, &rl) || rl.RetryAfter != w {
-			t.Fatalf("strike %d: %v, want lock %s", i+3, err, w)
+			t.Fatalf("strike %d: %v, want a delay of %s", i+3, err, w)
+		}
+		if _, err := us.Login("ghost", "wrong-pass", "198.51.100.2"); errors.As(err, &rl) {
+			t.Fatalf("strike %d: the name is delayed from another address too: %v", i+3, err)
 		}
 		c.Add(w)
 	}

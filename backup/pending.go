@@ -1,6 +1,7 @@
 package backup
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,12 +26,21 @@ const (
 )
 
 // Verify reads a whole backup from r and checks it (every entry's hash,
-// the signature when opts.TrustedKeys is set) without writing anything.
+// the signature when opts.TrustedKeys is set, and that opts.Passphrase
+// opens secrets sealed with one: ErrPassword when it is missing or wrong)
+// without writing anything.
 func Verify(ctx context.Context, r io.Reader, opts RestoreOptions) (*Manifest, error) {
 	if opts.MaxSize <= 0 {
 		opts.MaxSize = DefaultMaxSize
 	}
-	m, sums, raw, sig, err := unpackAll(ctx, r, discardSink, opts.MaxSize)
+	var sealed bytes.Buffer
+	keep := func(name string) (io.Writer, func() error, error) {
+		if name == keySealed {
+			return &sealed, func() error { return nil }, nil
+		}
+		return discardSink(name)
+	}
+	m, sums, raw, sig, err := unpackAll(ctx, r, keep, opts.MaxSize)
 	if err != nil {
 		return nil, err
 	}
@@ -39,7 +49,18 @@ func Verify(ctx context.Context, r io.Reader, opts RestoreOptions) (*Manifest, e
 			return nil, err
 		}
 	}
-	return m, matchManifest(m, sums)
+	if err := matchManifest(m, sums); err != nil {
+		return m, err
+	}
+	if m.Secrets == "sealed" {
+		if len(opts.Passphrase) == 0 {
+			return m, fmt.Errorf("%w: the backup's secrets are sealed; give the passphrase", ErrPassword)
+		}
+		if _, err := openKey(sealed.Bytes(), opts.Passphrase); err != nil {
+			return m, fmt.Errorf("%w: %v", ErrPassword, err)
+		}
+	}
+	return m, nil
 }
 
 // StagePending checks the backup read from r (Verify) while spooling it to

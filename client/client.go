@@ -277,10 +277,15 @@ func (c *Client) ListDevices(ctx context.Context) ([]apitypes.DeviceInfo, error)
 }
 
 // AuditRecords calls GET /api/v1/audit: the records after sequence number
-// after, oldest first, at most limit (users_admin).
-func (c *Client) AuditRecords(ctx context.Context, after uint64, limit int) ([]apitypes.AuditRecord, error) {
+// after, oldest first, at most limit (users_admin); a non-empty result
+// keeps only the records with that result ("ok", "script_error",
+// "refused", ...).
+func (c *Client) AuditRecords(ctx context.Context, after uint64, limit int, result string) ([]apitypes.AuditRecord, error) {
 	var out []apitypes.AuditRecord
 	q := fmt.Sprintf("%s?after=%d&limit=%d", path("audit"), after, limit)
+	if result != "" {
+		q += "&result=" + url.QueryEscape(result)
+	}
 	err := c.do(ctx, http.MethodGet, q, nil, &out)
 	return out, err
 }

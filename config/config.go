@@ -1,5 +1,5 @@
 // Package config reads the daemon's YAML configuration and the project file
-// (DESIGN.md, "Daemon config (YAML)" and "Project file (YAML)"). Both are
+// (docs/config.md, "Daemon config (YAML)" and "Project file (YAML)"). Both are
 // decoded strictly: an unknown key is an error naming the key, the file and
 // the line. Relative paths are resolved against the directory of the file
 // that names them.
@@ -34,12 +34,45 @@ type Daemon struct {
 	Store       Store    `yaml:"store"`
 	History     History  `yaml:"history"`
 	MQTT        MQTT     `yaml:"mqtt"`
+	// Diagnostics is the diagnostics listener: GET /metrics and, when
+	// asked for, net/http/pprof (docs/metrics.md).
+	Diagnostics Diagnostics `yaml:"diagnostics"`
 	// Alarms is the alarm settings (journal retention, chattering rule,
 	// longest shelve), parsed by package alarm (docs/alarms.md).
 	Alarms yaml.Node `yaml:"alarms"`
+	// Firmware (the A/B slots, the trusted firmware keys, the trial) and
+	// Log (level, output) are parsed by package gateway/appliance
+	// (docs/appliance.md, "Daemon config").
+	Firmware yaml.Node `yaml:"firmware"`
+	Log      yaml.Node `yaml:"log"`
 
 	// File is the path the configuration was read from (absolute).
 	File string `yaml:"-"`
+	// Sections are the top-level keys the file writes, in order, with
+	// their lines: what the daemon's health warnings check against the
+	// parts that act on them.
+	Sections []Section `yaml:"-"`
+}
+
+// Section is one top-level key of the daemon config file and its line.
+type Section struct {
+	Key  string
+	Line int
+}
+
+// topSections returns the top-level keys of a YAML mapping document, with
+// their lines; nothing for a document that is not one.
+func topSections(b []byte) []Section {
+	var root yaml.Node
+	if yaml.Unmarshal(b, &root) != nil || len(root.Content) == 0 || root.Content[0].Kind != yaml.MappingNode {
+		return nil
+	}
+	m := root.Content[0]
+	var out []Section
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		out = append(out, Section{Key: m.Content[i].Value, Line: m.Content[i].Line})
+	}
+	return out
 }
 
 // HTTP is the API listener. TLS is "off", "auto" or {cert, key}.
@@ -48,7 +81,20 @@ type HTTP struct {
 	TLS    yaml.Node `yaml:"tls"`
 }
 
-// Python configures the script workers (DESIGN.md, Daemon config, python).
+// Diagnostics is the diagnostics listener (docs/metrics.md): Listen is
+// its host:port (DefaultDiagnosticsListen when absent; "off" serves
+// none), Pprof adds net/http/pprof under /debug/pprof/ and is refused
+// unless Listen is a loopback address. Explicit reports that the file
+// names listen: a listen written in the file that cannot be bound stops
+// the start, while the default's failure (another qubiqd on the machine
+// holds the port) is a warning in the log and in health.
+type Diagnostics struct {
+	Listen   string `yaml:"listen"`
+	Pprof    bool   `yaml:"pprof"`
+	Explicit bool   `yaml:"-"`
+}
+
+// Python configures the script workers (docs/config.md, Daemon config, python).
 type Python struct {
 	Path           string         `yaml:"path"`
 	Replicas       int            `yaml:"replicas"`
@@ -127,18 +173,21 @@ type MQTT struct {
 
 // Defaults, applied by LoadDaemon to keys the file leaves out. The worker
 // limits are the sandbox's own defaults (sandbox.DefaultMemoryMax ...; a
-// test keeps them equal): DESIGN.md, Daemon config, "limits are on by
+// test keeps them equal): docs/config.md, Daemon config, "limits are on by
 // default, and unlimited turns one off".
 const (
 	DefaultMemoryMax = 256 << 20
 	DefaultPidsMax   = 64
 	DefaultCPUMax    = 1.0
 
-	DefaultListen      = "127.0.0.1:8080"
-	DefaultDataDir     = "/var/lib/qubiq"
-	DefaultPythonPath  = "/usr/lib/qubiq/current/python/bin/python3"
-	DefaultReplicas    = 2
-	DefaultOpenTimeout = 5 * time.Second
+	DefaultListen = "127.0.0.1:8080"
+	// DefaultDiagnosticsListen is diagnostics.listen's default: loopback
+	// only.
+	DefaultDiagnosticsListen = "127.0.0.1:9464"
+	DefaultDataDir           = "/var/lib/qubiq"
+	DefaultPythonPath        = "/usr/lib/qubiq/current/python/bin/python3"
+	DefaultReplicas          = 2
+	DefaultOpenTimeout       = 5 * time.Second
 )
 
 // LoadDaemon reads and validates the daemon configuration at path. The
@@ -165,6 +214,7 @@ func LoadDaemon(path string) (*Daemon, error) {
 		errs = append(errs, fmt.Errorf("%s: %w", abs, err)) // and go on: every problem in one run
 	}
 	d.File = abs
+	d.Sections = topSections(b)
 	dir := filepath.Dir(abs)
 	if d.DataDir == "" {
 		d.DataDir = DefaultDataDir
@@ -215,6 +265,7 @@ func LoadDaemon(path string) (*Daemon, error) {
 	if err := checkTLS(abs, d.HTTP.TLS); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, checkDiagnostics(abs, &d.Diagnostics)...)
 	errs = append(errs, resolveLimits(abs, &d.Python)...)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -222,7 +273,46 @@ func LoadDaemon(path string) (*Daemon, error) {
 	return &d, nil
 }
 
-// checkTLS validates http.tls (DESIGN.md, Daemon config): off, auto, or a
+// checkDiagnostics applies diagnostics.listen's default and checks it: off,
+// or host:port with a port from 0 to 65535; pprof only on a loopback
+// address (127.0.0.0/8, ::1, localhost), since a profile shows the
+// daemon's memory and command line.
+func checkDiagnostics(file string, dg *Diagnostics) []error {
+	dg.Explicit = dg.Listen != ""
+	if dg.Listen == "" {
+		dg.Listen = DefaultDiagnosticsListen
+	}
+	if dg.Listen == "off" {
+		if dg.Pprof {
+			return []error{fmt.Errorf("%s: diagnostics.pprof: true needs a diagnostics listener (diagnostics.listen is off)", file)}
+		}
+		return nil
+	}
+	host, port, err := net.SplitHostPort(dg.Listen)
+	if err != nil {
+		return []error{fmt.Errorf("%s: diagnostics.listen %q: want host:port or off (%v)", file, dg.Listen, err)}
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return []error{fmt.Errorf("%s: diagnostics.listen %q: port %q is not a number from 0 to 65535", file, dg.Listen, port)}
+	}
+	if dg.Pprof && !IsLoopback(host) {
+		return []error{fmt.Errorf("%s: diagnostics.pprof: true is served on a loopback address only, and diagnostics.listen %q is not one (use 127.0.0.1:PORT)", file, dg.Listen)}
+	}
+	return nil
+}
+
+// IsLoopback reports whether host (an address or name of a listen
+// setting) is a loopback address: 127.0.0.0/8, ::1 or "localhost". An
+// empty host (all addresses) is not.
+func IsLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// checkTLS validates http.tls (docs/config.md, Daemon config): off, auto, or a
 // mapping of exactly cert and key (paths, relative to the config file; the
 // daemon loads them at start).
 func checkTLS(file string, n yaml.Node) error {

@@ -22,9 +22,9 @@ var everyKey = []TagConfig{
 	{Path: "Line1/Name", Device: "plc1", Address: "HR10:8", Type: "string", StringByteOrder: "low", Encoding: "latin1",
 		History: &HistoryConf{Enabled: false}, UnitID: iptr(255)},
 	{Path: "Line1/Offset only", Device: "plc1", Address: "HR20", Type: "int16", Scale: &ScaleConf{Offset: ptr(-40)},
-		Deadband: &DeadbandConf{Absolute: ptr(0)}},
+		Deadband: &DeadbandConf{Absolute: ptr(0)}, Min: ptr(0), Max: ptr(120.5)},
 	{Path: "Line1/Range", Device: "plc1", Address: "IR7", Type: "int16", Scale: &ScaleConf{Raw: []float64{0, 27648}, Eng: []float64{0, 100}},
-		Deadband: &DeadbandConf{Percent: ptr(0)}, NonFinite: "bad"},
+		Deadband: &DeadbandConf{Percent: ptr(0)}, NonFinite: "bad", Max: ptr(-3)},
 	{Path: "Line1/Plain", Device: "sim", Address: "memory"},
 }
 
@@ -66,7 +66,7 @@ func TestTagsCSV_RoundTripsEveryKey(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(stripLines(p.Tags), everyKey) {
 		t.Fatalf("project export round trip: %v\n%+v\n%s", err, stripLines(p.Tags), doc)
 	}
-	for _, want := range []string{"unit_id: 0", "offset: 0", "absolute: 0", "deadband: 0"} {
+	for _, want := range []string{"unit_id: 0", "offset: 0", "absolute: 0", "deadband: 0", "min: 0", "max: 120.5"} {
 		if !strings.Contains(string(doc), want) {
 			t.Errorf("the export lost %q:\n%s", want, doc)
 		}

@@ -111,7 +111,7 @@ func (d DeviceConfig) LineOf(err error) int {
 	return d.Line
 }
 
-// TagConfig is one tag as written in the project file (DESIGN.md, Project
+// TagConfig is one tag as written in the project file (docs/project.md, Project
 // file; docs/values.md). Optional numbers are pointers: a key written as 0
 // (unit_id: 0, offset: 0, deadband: {absolute: 0}) is kept apart from an
 // absent one, in the project file, the tag CSV and the export alike.
@@ -137,7 +137,11 @@ type TagConfig struct {
 	// ("utf8", the default, "ascii" or "latin1") are a register string's.
 	StringByteOrder string `yaml:"string_byte_order,omitempty" json:"string_byte_order,omitempty"`
 	Encoding        string `yaml:"encoding,omitempty" json:"encoding,omitempty"`
-	Line            int    `yaml:"-" json:"-"`
+	// Min and Max are the engineering limits of writes (docs/project.md,
+	// "Limits"): numbers, min <= max, on numeric (and OPC UA auto) tags.
+	Min  *float64 `yaml:"min,omitempty" json:"min,omitempty"`
+	Max  *float64 `yaml:"max,omitempty" json:"max,omitempty"`
+	Line int      `yaml:"-" json:"-"`
 }
 
 // DeadbandConf is {absolute: x} or {percent: x}.
@@ -170,7 +174,7 @@ const (
 	// MaxProjectBytes is the largest project document: 32 MiB.
 	MaxProjectBytes = 32 << 20
 	// MaxTagsPerProject is the most tags one project holds: 100,000 (the
-	// appliance's sizing, PERFORMANCE.md B10's largest case).
+	// appliance's sizing, bench/README.md, B10's largest case).
 	MaxTagsPerProject = 100000
 	// MaxTagsPerImport is the most rows one tag CSV or YAML import takes:
 	// 100,000 (a project's worth; the REST route's 16 MiB body holds them).
@@ -238,6 +242,30 @@ func ParseProject(b []byte) (*Project, error) {
 		p.Tags[i].Path = tagpath.Normalize(p.Tags[i].Path)
 	}
 	return &p, err
+}
+
+// checkLimits checks a tag's min and max: finite numbers, min <= max, on
+// a tag whose values are numbers (not bool or string).
+func checkLimits(tc TagConfig, typ value.Type, textual bool) []error {
+	if tc.Min == nil && tc.Max == nil {
+		return nil
+	}
+	var errs []error
+	if textual {
+		errs = append(errs, fmt.Errorf("min and max apply to numbers, not to a %s tag (remove them)", typ))
+	}
+	for _, l := range []struct {
+		key string
+		v   *float64
+	}{{"min", tc.Min}, {"max", tc.Max}} {
+		if l.v != nil && (math.IsNaN(*l.v) || math.IsInf(*l.v, 0)) {
+			errs = append(errs, fmt.Errorf("%s %v: want a finite number", l.key, *l.v))
+		}
+	}
+	if tc.Min != nil && tc.Max != nil && *tc.Min > *tc.Max {
+		errs = append(errs, fmt.Errorf("min %v is above max %v", *tc.Min, *tc.Max))
+	}
+	return errs
 }
 
 // Tags converts the tag configs into engine tags. Every bad tag is reported
@@ -321,6 +349,8 @@ func (tc TagConfig) engineTag() (tagengine.Tag, error) {
 	default:
 		errs = append(errs, fmt.Errorf("non_finite %q: want bad (the default) or pass", tc.NonFinite))
 	}
+	errs = append(errs, checkLimits(tc, pt.Type, textual)...)
+	t.Min, t.Max = tc.Min, tc.Max
 	if tc.Scan != "" {
 		d, err := ParseDuration(tc.Scan)
 		if err != nil || d <= 0 {

@@ -22,7 +22,7 @@ import (
 // out. A header may list them in any order.
 var TagColumns = []string{"path", "device", "address", "type", "byte_order", "scan", "scale", "units",
 	"write_level", "read_only", "description", "unit_id", "deadband", "history", "history_deadband",
-	"history_max_interval", "non_finite", "string_byte_order", "encoding"}
+	"history_max_interval", "non_finite", "string_byte_order", "encoding", "min", "max"}
 
 var requiredColumns = []string{"path", "device", "address"}
 
@@ -178,6 +178,19 @@ func tagFromCells(cell func(string) string) (TagConfig, []error) {
 		}
 		tc.Scale = sc
 	}
+	for _, lim := range []struct {
+		col string
+		to  **float64
+	}{{"min", &tc.Min}, {"max", &tc.Max}} {
+		if s := cell(lim.col); s != "" {
+			f, err := strconv.ParseFloat(s, 64)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s %q: want a number", lim.col, s))
+			} else {
+				*lim.to = &f
+			}
+		}
+	}
 	if s := cell("read_only"); s != "" {
 		ro, err := strconv.ParseBool(s)
 		if err != nil {
@@ -267,6 +280,12 @@ func keepColumns(tc *TagConfig, old TagConfig, col map[string]int) {
 	if keep("encoding") {
 		tc.Encoding = old.Encoding
 	}
+	if keep("min") {
+		tc.Min = old.Min
+	}
+	if keep("max") {
+		tc.Max = old.Max
+	}
 }
 
 // check returns every problem of tc that needs no device (those
@@ -301,7 +320,7 @@ func csvError(err error) error {
 	return err
 }
 
-// ParseScale parses the CSV form of a tag's scale (DESIGN.md, Project file:
+// ParseScale parses the CSV form of a tag's scale (docs/project.md, Project file:
 // eng = raw × factor + offset): "factor" ("0.1"), "factor:offset"
 // ("0.1:-40", "0.1:0" keeps an offset of 0), ":offset" (an offset without
 // a factor), ":" (an empty scale) or "rawlo:rawhi:englo:enghi"
@@ -407,6 +426,14 @@ func FormatDeadband(db *DeadbandConf) string {
 	return strings.Join(parts, " ")
 }
 
+// formatLimit is a min or max cell: "" for none.
+func formatLimit(f *float64) string {
+	if f == nil {
+		return ""
+	}
+	return strconv.FormatFloat(*f, 'g', -1, 64)
+}
+
 // FormatTagsCSV writes tags as a tag CSV file: the header (TagColumns)
 // and one row per tag; ReadTagsCSV reads it back to the same tags, every
 // key included (an empty deadband or scale mapping, which has no effect, is
@@ -434,7 +461,7 @@ func FormatTagsCSV(w io.Writer, tags []TagConfig) error {
 		}
 		row = append(row[:0], t.Path, t.Device, t.Address, t.Type, t.ByteOrder, t.Scan, FormatScale(t.Scale),
 			t.Units, t.WriteLevel, strconv.FormatBool(t.ReadOnly), t.Description, unit, FormatDeadband(t.Deadband),
-			hist, hdb, hmax, t.NonFinite, t.StringByteOrder, t.Encoding)
+			hist, hdb, hmax, t.NonFinite, t.StringByteOrder, t.Encoding, formatLimit(t.Min), formatLimit(t.Max))
 		if err := cw.Write(row); err != nil {
 			return err
 		}

@@ -229,6 +229,8 @@ func flowTag(b []byte, tc TagConfig) []byte {
 	str("non_finite", tc.NonFinite, false)
 	str("string_byte_order", tc.StringByteOrder, false)
 	str("encoding", tc.Encoding, false)
+	num("min", tc.Min)
+	num("max", tc.Max)
 	return append(b, '}')
 }
 

@@ -9,13 +9,15 @@ import (
 	"qubiq.dev/edge/api/apitypes"
 	"qubiq.dev/edge/api/liveview"
 	"qubiq.dev/edge/config"
+	"qubiq.dev/edge/gateway/appliance"
 	"qubiq.dev/edge/gateway/service"
 	"qubiq.dev/edge/opcuastore"
 )
 
 // Check validates the config file and its project without opening the store
 // or any device, by asking each part to check its own sections: the config
-// (config.LoadDaemon, with the listener's TLS; the alarm settings), the
+// (config.LoadDaemon, with the listener's TLS; the alarm settings; the
+// firmware and log sections), the
 // project's keys and its
 // sections this daemon does not implement (config.ParseProject), the
 // service layer's (devices and their drivers, tags against their drivers,
@@ -30,6 +32,9 @@ func Check(path string, log *slog.Logger) error {
 	var serr error
 	if _, err := alarm.ParseSettings(&cfg.Alarms); err != nil {
 		serr = fmt.Errorf("%s: %w", cfg.File, err)
+	}
+	if _, err := appliance.ParseSettings(cfg); err != nil {
+		serr = errors.Join(serr, err)
 	}
 	if cfg.Project == "" {
 		return serr
@@ -48,12 +53,12 @@ func checkViews(p *config.Project) error {
 }
 
 // parseViews parses the project's views (api/liveview's shape) against its
-// tags (their units) and the entries each script lets a panel start; the
+// tags (their units, types, descriptions and devices) and the entries each script lets a panel start; the
 // error names the file, the view and the line.
 func parseViews(p *config.Project) ([]apitypes.View, error) {
-	lp := liveview.Project{Tags: map[string]string{}, Entries: map[string][]string{}}
+	lp := liveview.Project{Tags: map[string]liveview.Tag{}, Entries: map[string][]string{}}
 	for _, t := range p.Tags {
-		lp.Tags[t.Path] = t.Units
+		lp.Tags[t.Path] = liveview.Tag{Units: t.Units, Type: t.Type, Description: t.Description, Device: t.Device}
 	}
 	for _, sc := range p.Scripts {
 		lp.Entries[sc.Module] = append([]string{}, sc.LiveView...)

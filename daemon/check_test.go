@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	_ "qubiq.dev/edge/device/modbus"
 	_ "qubiq.dev/edge/device/sim"
 
 	"qubiq.dev/edge/config"
@@ -89,5 +90,23 @@ alarms:
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("check error lacks %q:\n%v", want, err)
 		}
+	}
+}
+
+// TestCheck_DeviceNamedOnce: a driver's own error, which names its device,
+// is reported with the device named once, and the url mistake says what to
+// write.
+func TestCheck_DeviceNamedOnce(t *testing.T) {
+	dir := t.TempDir()
+	project := "devices:\n  - {name: plc1, driver: modbus, url: \"192.168.1.21:502\"}\n"
+	if err := os.WriteFile(filepath.Join(dir, "project.yaml"), []byte(project), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "qubiq.yaml"), []byte("data_dir: data\nproject: project.yaml\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := Check(filepath.Join(dir, "qubiq.yaml"), quiet)
+	if err == nil || strings.Count(err.Error(), `device "plc1"`) != 1 || !strings.Contains(err.Error(), "write tcp://192.168.1.21:502") {
+		t.Fatalf("check = %v, want device \"plc1\" named once and the url to write", err)
 	}
 }

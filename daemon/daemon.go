@@ -25,6 +25,7 @@ import (
 	"qubiq.dev/edge/config"
 	"qubiq.dev/edge/flow"
 	"qubiq.dev/edge/gateway"
+	"qubiq.dev/edge/gateway/appliance"
 	"qubiq.dev/edge/gateway/service"
 	"qubiq.dev/edge/internal/probe"
 	"qubiq.dev/edge/mqtt"
@@ -39,8 +40,14 @@ var Version = "0.1.0-dev"
 
 // System is the running daemon: its parts, built by New, run by Run.
 type System struct {
-	cfg *config.Daemon
-	log *slog.Logger
+	cfg      *config.Daemon
+	log      *slog.Logger
+	level    *slog.LevelVar
+	settings appliance.Settings
+
+	appliance *appliance.Appliance
+	restart   chan string // a staged bundle or restore asks for a restart
+	tlsOn     bool
 
 	db    *store.DB
 	audit *store.AuditLog
@@ -56,24 +63,42 @@ type System struct {
 	served    chan error // the API's Serve result
 	stopServe context.CancelFunc
 	serveErr  error // what Serve returned, once stopped
+
+	diag diagnostics // the metrics and the diagnostics listener (diagnostics.go)
 }
 
-// New builds the system from cfg: it opens the store (bounded by
-// store.open_timeout) and its audit log, builds the service layer (the
-// project, drivers, tag engine, data services, users, sandbox pool), the
-// flow engine over it, and the API with its LiveView panels and TLS. Nothing runs until Run. On
-// error every part built so far is closed again, in reverse.
-func New(ctx context.Context, cfg *config.Daemon, log *slog.Logger) (*System, error) {
-	s := &System{cfg: cfg, log: log, parts: lifecycle{log: log}}
-	err := s.parts.start(ctx,
+// New builds the system from cfg: it restores a staged backup into the
+// data directory, opens the store (bounded by store.open_timeout) and its
+// audit log, builds the service layer (the project, drivers, tag engine,
+// data services, users, sandbox pool), the appliance's operations
+// (firmware, backup, log level: level is the logger's, changed at run
+// time), the flow engine over it, and the API with its LiveView panels
+// and TLS. Nothing runs until Run. On error every part built so far is
+// closed again, in reverse.
+func New(ctx context.Context, cfg *config.Daemon, log *slog.Logger, level *slog.LevelVar) (*System, error) {
+	settings, err := appliance.ParseSettings(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if level == nil {
+		level = new(slog.LevelVar)
+	}
+	s := &System{cfg: cfg, log: log, level: level, settings: settings, parts: lifecycle{log: log}}
+	err = s.parts.start(ctx,
+		part{name: "restore", start: s.applyRestore},
 		part{name: "store", start: s.openStore, stop: s.closeStore},
 		part{name: "service", start: s.buildService, stop: func(ctx context.Context) error { s.svc.Close(ctx); return nil }},
+		part{name: "appliance", start: s.buildAppliance},
 		part{name: "mqtt", start: s.buildMQTT},
 		part{name: "flows", start: s.buildFlows},
+		part{name: "metrics", start: s.buildMetrics},
 		part{name: "api", start: s.buildAPI},
 	)
 	if err != nil {
 		return nil, err
+	}
+	for _, w := range configWarnings(cfg, s.parts.partNames()) {
+		s.svc.Warn(w)
 	}
 	return s, nil
 }
@@ -85,7 +110,7 @@ func (s *System) openStore(context.Context) error {
 	db, err := store.Open(filepath.Join(s.cfg.DataDir, store.FileName), store.Options{Timeout: s.cfg.Store.OpenTimeout.D(),
 		Logger: s.log.With("subsystem", "store")})
 	if err != nil {
-		return err
+		return s.explainStore(err)
 	}
 	s.db = db
 	s.audit = store.NewAuditLog(db, store.AuditOptions{}, s.log.With("subsystem", "audit"))
@@ -142,8 +167,7 @@ func (s *System) buildAPI(context.Context) error {
 	}
 	if os.Getenv(auth.EscapeHatchEnv) == "off" {
 		panels.EscapeHatch = true
-		s.log.Warn("escape hatch on: scripts started from LiveView panels run unrestricted; every such run is audited",
-			slog.String("env", auth.EscapeHatchEnv+"=off"))
+		s.svc.Warn("escape hatch on (" + auth.EscapeHatchEnv + "=off): scripts started from LiveView panels run unrestricted; every such run is audited")
 	}
 	c := s.cfg
 	tlsConf, tlsInfo, err := api.TLSConfig(c.HTTP.TLS, c.File, c.DataDir, c.HTTP.Listen, c.ApplianceID, s.log)
@@ -153,6 +177,9 @@ func (s *System) buildAPI(context.Context) error {
 	deps := api.DepsFrom(s.svc, panels)
 	deps.TLS = tlsInfo
 	deps.Flows = s.flows
+	deps.Metrics = s.diag.metrics
+	deps.Appliance = s.appliance
+	s.tlsOn = tlsConf != nil
 	s.api, err = api.New(api.Config{Addr: c.HTTP.Listen, TLS: tlsConf}, deps, s.log.With("subsystem", "api"))
 	return err
 }
@@ -160,14 +187,18 @@ func (s *System) buildAPI(context.Context) error {
 // Run starts the parts in order (the HTTP listener first, so a taken port
 // fails before anything else runs; the change probe when asked for; then
 // the service's steps: alarms, tag engine, history feed, address watch,
-// sandbox, session sweep; the flows; serving the API last), tells systemd it is ready, keeps
-// the watchdog fed while the scan loops make progress, and blocks until
-// ctx ends or the API fails; then it stops every part in reverse. A part
-// that fails to start stops the ones started before it, and Run returns
-// its error.
+// sandbox, session sweep; the flows; serving the API last), tells systemd
+// it is ready (READY=1 with a STATUS= summary), keeps the watchdog fed
+// while the scan loops and the API make progress, confirms a trial slot
+// after its healthy period, and blocks until ctx ends (STOPPING=1), the
+// API fails, a staged bundle or restore asks for a restart (the error's
+// RestartExitCode is 75) or the trial fails; then it stops every part in
+// reverse. A part that fails to start stops the ones started before it,
+// and Run returns its error.
 func (s *System) Run(ctx context.Context) error {
 	parts := []part{
 		{name: "http listener", start: s.listen, stop: s.closeListener},
+		{name: "diagnostics listener", start: s.startDiagnostics, stop: s.stopDiagnostics},
 		{name: "change probe", start: func(ctx context.Context) error { // before the scans: it sees every change
 			probe.Start(ctx, os.Getenv(probe.Env), s.subscribeAll, s.log)
 			return nil
@@ -188,16 +219,35 @@ func (s *System) Run(ctx context.Context) error {
 	}
 	s.log.Info("qubiqd ready", slog.String("version", Version), slog.String("listen", s.ln.Addr().String()),
 		slog.String("data_dir", s.cfg.DataDir), slog.Int("tags", s.svc.TagCount()))
-	systemd.Ready()
-	go systemd.RunWatchdog(ctx, s.svc.Alive, s.log)
+	systemd.ReadyStatus(s.statusLine())
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wd := s.watchdog()
+	go func() { _ = wd.Run(rctx) }()
+	trialFailed := make(chan error, 1)
+	go s.runTrial(rctx, wd, trialFailed)
+	var err error
 	select {
 	case <-ctx.Done():
 		systemd.Stopping()
 		s.log.Info("qubiqd stopping")
-	case err := <-s.served:
+	case err = <-s.served:
 		s.served <- err // awaitServe reads it
+	case reason := <-s.restart:
+		systemd.Notify(systemd.StateStopping, "STATUS="+reason)
+		s.log.Info("qubiqd stopping to be restarted", slog.String("reason", reason))
+		err = &restartError{reason: reason}
+	case terr := <-trialFailed:
+		systemd.Notify(systemd.StateStopping, "STATUS=trial failed")
+		s.log.Error("firmware trial failed; exiting for systemd to restart (qubiq-slot counts the start and rolls back past the limit)",
+			slog.Any("err", terr))
+		err = terr
 	}
+	cancel()
 	s.stop()
+	if err != nil {
+		return err
+	}
 	return s.serveErr
 }
 

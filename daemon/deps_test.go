@@ -34,6 +34,9 @@ func TestDaemon_ExportsOnlyWhatQubiqdUses(t *testing.T) {
 			for _, d := range f.Decls {
 				switch x := d.(type) {
 				case *ast.FuncDecl:
+					if x.Recv != nil && !recvExported(x.Recv) {
+						continue // a method of an unexported type is not the package's API
+					}
 					if x.Name.IsExported() {
 						got = append(got, x.Name.Name)
 					}
@@ -60,4 +63,14 @@ func TestDaemon_ExportsOnlyWhatQubiqdUses(t *testing.T) {
 	if want := []string{"Check", "New", "Run", "System", "Version"}; !slices.Equal(got, want) {
 		t.Errorf("daemon exports %v; cmd/qubiqd uses %v", got, want)
 	}
+}
+
+// recvExported reports whether a method's receiver type is exported.
+func recvExported(recv *ast.FieldList) bool {
+	t := recv.List[0].Type
+	if st, ok := t.(*ast.StarExpr); ok {
+		t = st.X
+	}
+	id, ok := t.(*ast.Ident)
+	return ok && id.IsExported()
 }

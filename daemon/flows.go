@@ -17,31 +17,29 @@ import (
 // The flow part: the flow engine over the service layer (package flow,
 // docs/flows.md).
 //
-// The supervisor link (the mqtt part, mqtt.go) gives the flows their mqtt
-// triggers (Topics) and mqtt_publish nodes (Publisher) when mqtt.brokers is
-// set; without it both are refused by --check-config and by pushes, saying
-// why (linkWhy). Wiring left for alarms: when the alarm part exists, pass
-// its AlarmSource as flow.Options.Alarms.
+// Alarm transitions reach alarm triggers through the service layer
+// (flow.AlarmsFrom). The supervisor link (the mqtt part, mqtt.go) gives the
+// flows their mqtt triggers (Topics) and mqtt_publish nodes (Publisher)
+// when mqtt.brokers is set; without it both are refused by --check-config
+// and by pushes, saying why (linkWhy).
 
-// linkWhy says why flows cannot use the supervisor link and alarm
-// transitions in this build ("" for the link: it is on).
-func linkWhy(c *config.Daemon) (mqtt, alarms string) {
+// linkWhy says why flows cannot use the supervisor link ("": it is on).
+func linkWhy(c *config.Daemon) (mqtt string) {
 	if c == nil || len(c.MQTT.Brokers) == 0 {
-		mqtt = "is off (mqtt.brokers is empty)"
+		return "is off (mqtt.brokers is empty)"
 	}
-	return mqtt, "are not delivered to the flows by this qubiqd yet (no alarm part)"
+	return ""
 }
 
 // buildFlows makes the flow engine over the service layer, and hands it to
 // the service for message triggers and health.
 func (s *System) buildFlows(context.Context) error {
 	p := s.svc.Project()
-	mqttWhy, alarmsWhy := linkWhy(s.cfg)
 	opts := flow.Options{
 		Gateway:      s.svc,
 		Store:        s.db,
-		MQTTWhy:      mqttWhy,
-		AlarmsWhy:    alarmsWhy,
+		MQTTWhy:      linkWhy(s.cfg),
+		Alarms:       flow.AlarmsFrom(s.svc),
 		ProjectFile:  p.File,
 		ProjectDir:   filepath.Dir(p.File),
 		ProjectFlows: p.Flows,
@@ -83,9 +81,8 @@ var topDefRe = regexp.MustCompile(`(?m)^def\s+([A-Za-z][A-Za-z0-9_]*)\s*\(`)
 // running daemon: its tags (write levels resolved against baseline), its
 // script files' top-level functions, its message handlers, the links.
 func flowEnv(p *config.Project, baseline auth.Level, c *config.Daemon) flow.Env {
-	mqttWhy, alarmsWhy := linkWhy(c)
 	env := flow.Env{Dir: filepath.Dir(p.File), Tags: map[string]flow.TagFacts{}, Scripts: map[string][]string{},
-		Handlers: handlerNames(p), MQTT: mqttWhy == "", MQTTWhy: mqttWhy, AlarmsWhy: alarmsWhy}
+		Handlers: handlerNames(p), MQTT: linkWhy(c) == "", MQTTWhy: linkWhy(c), Alarms: true}
 	for _, t := range p.Tags {
 		lvl := baseline
 		if t.WriteLevel != "" {

@@ -163,7 +163,7 @@ func Drivers() []string {
 	return out
 }
 
-// DecodeStrict decodes raw into v and fails on keys v does not have (STYLE.md
+// DecodeStrict decodes raw into v and fails on keys v does not have (docs/architecture.md
 // §2: unknown fields are an error). The error is a *KeyError naming the key
 // in words, with the valid keys and a suggestion (hints maps a key people
 // write by habit, such as "host", to what to write instead), or the value

@@ -96,7 +96,7 @@ var scriptAllowList = []string{"datetime", "json", "math", "system"}
 
 // configKeys are the top-level keys of the daemon config: a YAML example
 // with one of them is a daemon config, any other a project file.
-var configKeys = []string{"appliance_id", "data_dir", "project", "http", "python", "security", "store", "history", "mqtt"}
+var configKeys = []string{"appliance_id", "data_dir", "project", "http", "python", "security", "store", "history", "mqtt", "diagnostics", "firmware", "log"}
 
 // standardDevices are added to a project example whose tags name them
 // without defining them (docs/README.md, "Examples in these pages are

@@ -1,4 +1,4 @@
-// Package files is system.files of QUBIQ Edge (DESIGN.md, "Python side"
+// Package files is system.files of QUBIQ Edge (docs/scripting.md, "Python side"
 // and "Data directory"): reading and writing files inside one root, the
 // data dir's files/ directory, and nowhere else.
 //

@@ -129,8 +129,8 @@ func (e *Engine) SaveFlow(ctx context.Context, g auth.Grant, src gateway.FlowSou
 	if err := CheckName("flow", src.Name); err != nil {
 		return gateway.FlowSaved{}, err
 	}
-	if src.Version < 0 {
-		return gateway.FlowSaved{}, fmt.Errorf("%w: flow %s: version %d must be positive", gateway.ErrInvalid, src.Name, src.Version)
+	if src.Version < 0 || src.Version > MaxVersion {
+		return gateway.FlowSaved{}, fmt.Errorf("%w: flow %s: version %d: want 1 to %d (or none: the next)", gateway.ErrInvalid, src.Name, src.Version, MaxVersion)
 	}
 	e.adminMu.Lock()
 	defer e.adminMu.Unlock()
@@ -142,6 +142,9 @@ func (e *Engine) SaveFlow(ctx context.Context, g auth.Grant, src gateway.FlowSou
 		return gateway.FlowSaved{}, projectError(err)
 	}
 	if err := g.Covers(d.Grant, "flow "+d.Name); err != nil {
+		return gateway.FlowSaved{}, err
+	}
+	if err := e.messageTaken(d); err != nil {
 		return gateway.FlowSaved{}, err
 	}
 	if err := e.canChange("saving flow " + d.Name); err != nil {
@@ -202,6 +205,9 @@ func (e *Engine) RollbackFlow(ctx context.Context, g auth.Grant, name string) (g
 		return gateway.FlowSaved{}, fmt.Errorf("%w: flow %s version %d no longer fits the project, not rolled back: %s", gateway.ErrConflict, name, prevV, firstLine(err))
 	}
 	if err := g.Covers(d.Grant, "flow "+name); err != nil {
+		return gateway.FlowSaved{}, err
+	}
+	if err := e.messageTaken(d); err != nil {
 		return gateway.FlowSaved{}, err
 	}
 	if err := e.canChange("rolling back flow " + name); err != nil {
@@ -275,6 +281,9 @@ func (e *Engine) DeleteFlow(ctx context.Context, g auth.Grant, name string) (gat
 	if fs == nil {
 		return gateway.FlowSaved{}, e.notFound(name)
 	}
+	if err := coversFlow(g, fs); err != nil {
+		return gateway.FlowSaved{}, err
+	}
 	if err := e.canChange("deleting flow " + name); err != nil {
 		return gateway.FlowSaved{}, err
 	}
@@ -306,6 +315,9 @@ func (e *Engine) ResetFlow(ctx context.Context, g auth.Grant, name string) (gate
 	if fs == nil {
 		return gateway.FlowStatus{}, e.notFound(name)
 	}
+	if err := coversFlow(g, fs); err != nil {
+		return gateway.FlowStatus{}, err
+	}
 	if err := e.canChange("resetting flow " + name); err != nil {
 		return gateway.FlowStatus{}, err
 	}
@@ -333,6 +345,12 @@ func (e *Engine) ResetFlow(ctx context.Context, g auth.Grant, name string) (gate
 			fs.stopped(int64(v), nil, "no longer fits the project: "+firstLine(err))
 			return fs.status(), fmt.Errorf("%w: flow %s version %d cannot start: %s", gateway.ErrConflict, name, v, firstLine(err))
 		}
+		if err := g.Covers(d.Grant, "flow "+name); err != nil {
+			return fs.status(), err
+		}
+		if err := e.messageTaken(d); err != nil {
+			return fs.status(), err
+		}
 		if _, err := e.run(ctx, fs, d, int64(v)); err != nil {
 			return fs.status(), fmt.Errorf("%w: flow %s: %v", gateway.ErrConflict, name, err)
 		}
@@ -341,4 +359,49 @@ func (e *Engine) ResetFlow(ctx context.Context, g auth.Grant, name string) (gate
 	e.auditAdmin(ctx, g, "flow.reset", name, detail)
 	e.log.Info("flow reset", slog.String("flow", name), slog.String("principal", g.Principal), slog.Any("detail", detail))
 	return fs.status(), nil
+}
+
+// messageTaken refuses d when its message trigger is the trigger of
+// another running flow: a message goes to one flow, never to whichever
+// of two a lookup meets first (and no flow takes over another's
+// messages).
+func (e *Engine) messageTaken(d *Def) error {
+	if d.Trigger.Kind != TriggerMessage {
+		return nil
+	}
+	if other := e.messageFlow(d.Trigger.Message, d.Name); other != "" {
+		return fmt.Errorf("%w: flow %s: message %q is already the trigger of flow %s; a message goes to one flow (change the name, or delete flow %s first)",
+			gateway.ErrConflict, d.Name, d.Trigger.Message, other, other)
+	}
+	return nil
+}
+
+// messageFlow is the running flow other than except whose trigger is the
+// message handler, or "".
+func (e *Engine) messageFlow(handler, except string) string {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	for name, fs := range e.flows {
+		if name == except {
+			continue
+		}
+		if cur := fs.current(); cur != nil && cur.def.Trigger.Kind == TriggerMessage && cur.def.Trigger.Message == handler {
+			return name
+		}
+	}
+	return ""
+}
+
+// coversFlow refuses a deletion or reset of fs by a designer whose grant
+// does not cover the flow's (auth.Grant.Covers): who could not have saved
+// the flow may not remove it or start its failed nodes again, as a
+// rollback needs the grant of the version it runs.
+func coversFlow(g auth.Grant, fs *flowState) error {
+	fs.mu.Lock()
+	d := fs.def
+	fs.mu.Unlock()
+	if d == nil { // a stored version that cannot be read: nothing runs with a grant
+		return nil
+	}
+	return g.Covers(d.Grant, "flow "+fs.name)
 }

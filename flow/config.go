@@ -31,6 +31,12 @@ const (
 	DefaultQueue = 100
 	// MaxCode is the largest Python node, in bytes.
 	MaxCode = 256 << 10
+	// MaxVersion is the highest version number a push may give a flow
+	// (what the store numbers versions with).
+	MaxVersion = 1<<31 - 1
+	// MaxNesting is the deepest a message may nest (objects and arrays
+	// within each other, the message itself the first level).
+	MaxNesting = 100
 	// MaxDoc is the largest flow definition, in bytes.
 	MaxDoc = 1 << 20
 )
@@ -253,6 +259,7 @@ func ParseSection(file string, nodes []yaml.Node, env Env) ([]*Def, error) {
 	var out []*Def
 	var errs []error
 	seen := map[string]int{}
+	messages := map[string]*Def{} // message trigger → the flow taking it
 	for i := range nodes {
 		d, err := Parse(file, &nodes[i], env)
 		if err != nil {
@@ -262,6 +269,14 @@ func ParseSection(file string, nodes []yaml.Node, env Env) ([]*Def, error) {
 		if first, dup := seen[d.Name]; dup {
 			errs = append(errs, fmt.Errorf("%s:%d: flow %q defined twice (first at line %d)", file, d.Line, d.Name, first))
 			continue
+		}
+		if d.Trigger.Kind == TriggerMessage {
+			if other := messages[d.Trigger.Message]; other != nil {
+				errs = append(errs, fmt.Errorf("%s:%d: flow %q: message %q is already the trigger of flow %q (line %d); a message goes to one flow",
+					file, d.Trigger.Line, d.Name, d.Trigger.Message, other.Name, other.Line))
+				continue
+			}
+			messages[d.Trigger.Message] = d
 		}
 		seen[d.Name] = d.Line
 		out = append(out, d)
@@ -353,6 +368,9 @@ func Parse(file string, n *yaml.Node, env Env) (*Def, error) {
 		parseNodes(nn, env, d, p)
 	} else {
 		top(n.Line, "needs nodes (a list, the first receives the trigger's messages)")
+	}
+	if d.Trigger.Kind == TriggerAlarm && !d.Grant.HasScope(auth.AlarmRead) {
+		top(f.line("trigger"), "an alarm trigger needs the %s scope in the flow's grant (grant: {scopes: [tag:read, %s]}): without it no transition reaches the flow", auth.AlarmRead, auth.AlarmRead)
 	}
 	if d.OnlyGood && d.Trigger.Kind != "" && d.Trigger.Kind != TriggerTag && d.Trigger.Kind != TriggerAlarm {
 		top(f.line("only_good"), "only_good applies to tag and alarm triggers, which carry a quality")
@@ -562,6 +580,32 @@ func checkTopic(t string, filter bool) error {
 		}
 		if strings.Contains(l, "+") && l != "+" {
 			return fmt.Errorf("topic %q: + must be a whole level", t)
+		}
+	}
+	return nil
+}
+
+// CoverSection refuses (the *auth.DeniedError of auth.Grant.Covers) a
+// project flows: section holding a flow whose grant is wider than g, the
+// importer's (docs/flows.md, "Grants"). Each grant is read as Parse reads
+// it, whatever else is wrong with its flow and whatever the environment:
+// a flow that fails to parse here for a reason of its own (a link the
+// checking side does not know, a tag not yet imported) is still checked,
+// so it cannot carry a wider grant past the importer into the next start.
+func CoverSection(g auth.Grant, nodes []yaml.Node) error {
+	ignore := func(int, string, ...any) {}
+	for i := range nodes {
+		n := &nodes[i]
+		f, ok := mapping(n, flowKeys, ignore)
+		if !ok {
+			continue // not a flow at all: Parse refuses it, nothing runs
+		}
+		name := "flow"
+		if nn := f.vals["name"]; nn != nil && nn.Kind == yaml.ScalarNode {
+			name = "flow " + nn.Value
+		}
+		if err := g.Covers(parseGrant(f, ignore), name); err != nil {
+			return err
 		}
 	}
 	return nil

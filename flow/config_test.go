@@ -148,6 +148,10 @@ func TestParse_Problems(t *testing.T) {
   trigger: {tag: Line2/Other}
   grant: {scopes: [tag:read], prefixes: [Line1]}
   nodes: [{id: a, type: end}]`, `tag "Line2/Other" is outside the flow's grant prefixes ["Line1"]`},
+		{"alarm trigger without alarm:read", `
+- name: f
+  trigger: {alarm: Line1}
+  nodes: [{id: a, type: end}]`, `project.yaml:3: flow "f": an alarm trigger needs the alarm:read scope in the flow's grant`},
 		{"bad cron", `
 - name: f
   trigger: {cron: "61 * * * *"}

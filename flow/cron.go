@@ -76,7 +76,29 @@ func ParseCron(s string) (*Cron, error) {
 	}
 	c.domStar = fields[2] == "*" || fields[2] == "?"
 	c.dowStar = fields[4] == "*" || fields[4] == "?"
+	if !c.domStar && c.dowStar && !c.someDayExists() {
+		// Next would find no time, and the trigger would never fire.
+		return nil, fmt.Errorf("cron %q: day of month %q never falls in month %q (the flow would never run)", text, fields[2], fields[3])
+	}
 	return c, nil
+}
+
+// daysIn is the most days each month has (February in a leap year).
+var daysIn = [13]int{0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31}
+
+// someDayExists reports whether a day of month of c exists in a month of c.
+func (c *Cron) someDayExists() bool {
+	for m := 1; m <= 12; m++ {
+		if c.month&(1<<uint(m)) == 0 {
+			continue
+		}
+		for d := 1; d <= daysIn[m]; d++ {
+			if c.dom&(1<<uint(d)) != 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func cronField(f string, lo, hi int, names []string, nameBase int) (uint64, error) {

@@ -43,7 +43,8 @@ func TestCron_Next(t *testing.T) {
 			t.Errorf("%q after %s: %s, want %s", tt.expr, tt.from, got.Format("2006-01-02 15:04 Mon"), tt.want)
 		}
 	}
-	c, _ := ParseCron("0 0 30 2 *")
+	// ParseCron refuses February 30th; Next still answers never for it.
+	c := &Cron{minute: 1, hour: 1, dom: 1 << 30, month: 1 << 2, dow: 0xff, dowStar: true, text: "0 0 30 2 *"}
 	if got := c.Next(at("2026-03-10 10:00")); !got.IsZero() {
 		t.Errorf("February 30th: %s, want never", got)
 	}
@@ -60,6 +61,14 @@ func TestCron_Errors(t *testing.T) {
 		{"*/0 * * * *", `step "0"`},
 		{"5-1 * * * *", "runs backwards"},
 		{"* * * foo *", "or a name (jan, feb"},
+		{"0 0 30 2 *", `day of month "30" never falls in month "2"`},
+		{"0 0 31 apr,jun,sep,nov *", "never falls in month"},
+		{"0 0 30-31 feb *", "never falls in month"},
+	}
+	for _, ok := range []string{"0 0 29 2 *", "0 0 31 2 mon", "0 0 31 * *", "0 0 30 1-2 *"} {
+		if _, err := ParseCron(ok); err != nil {
+			t.Errorf("%q: %v, want it accepted (it matches some day)", ok, err)
+		}
 	}
 	for _, tt := range tests {
 		_, err := ParseCron(tt.expr)

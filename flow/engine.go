@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -200,6 +201,11 @@ func (e *Engine) Start(ctx context.Context) error {
 		d, err := ParseDoc(name, []byte(r.Doc), env)
 		if err != nil {
 			fs.stopped(int64(versions[i]), nil, "no longer fits the project: "+firstLine(err))
+			e.log.Error("flow not started", slog.String("flow", name), slog.Any("err", err))
+			continue
+		}
+		if err := e.messageTaken(d); err != nil { // stored before the rule: the first by name keeps it
+			fs.stopped(int64(versions[i]), d, strings.TrimPrefix(err.Error(), gateway.ErrConflict.Error()+": "))
 			e.log.Error("flow not started", slog.String("flow", name), slog.Any("err", err))
 			continue
 		}

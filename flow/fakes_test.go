@@ -84,6 +84,11 @@ func (f *fakeGW) RunNode(ctx context.Context, g auth.Grant, r gateway.NodeRun) (
 			return nil, &gateway.ScriptError{Kind: gateway.KindInvalid, Detail: "unknown module " + r.Module}
 		}
 	}
+	if len(r.Msgs) == 0 || len(r.Msgs) > gateway.MaxNodeBatch {
+		// As the sandbox answers (sandbox.RunNodes).
+		return nil, &gateway.ScriptError{Kind: gateway.KindInvalid,
+			Detail: fmt.Sprintf("a node run takes 1 to %d messages, not %d", gateway.MaxNodeBatch, len(r.Msgs))}
+	}
 	m := behaveRe.FindStringSubmatch(code)
 	if m == nil {
 		return nil, fmt.Errorf("fake: code names no behaviour: %q", code)
@@ -134,6 +139,17 @@ var behaviours = map[string]func(f *fakeGW, msg map[string]any) (gateway.NodeRes
 	},
 	"split": func(_ *fakeGW, msg map[string]any) (gateway.NodeResult, bool) {
 		return gateway.NodeResult{Value: json.RawMessage(`[{"payload":1},{"payload":2}]`)}, false
+	},
+	"fanout": func(_ *fakeGW, msg map[string]any) (gateway.NodeResult, bool) {
+		list := make([]map[string]any, 300)
+		for i := range list {
+			list[i] = map[string]any{"payload": i}
+		}
+		b, _ := json.Marshal(list)
+		return gateway.NodeResult{Value: b}, false
+	},
+	"deep": func(_ *fakeGW, msg map[string]any) (gateway.NodeResult, bool) {
+		return gateway.NodeResult{Value: json.RawMessage(`{"payload": ` + strings.Repeat("[", 150) + strings.Repeat("]", 150) + `}`)}, false
 	},
 	"block": func(f *fakeGW, msg map[string]any) (gateway.NodeResult, bool) {
 		f.blocked <- struct{}{}
@@ -392,7 +408,7 @@ type fakeAlarms struct {
 	subs []chan AlarmTransition
 }
 
-func (a *fakeAlarms) SubscribeTransitions(buf int) (<-chan AlarmTransition, func() uint64, func()) {
+func (a *fakeAlarms) SubscribeTransitions(_ auth.Grant, buf int) (<-chan AlarmTransition, func() uint64, func()) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	ch := make(chan AlarmTransition, buf)

@@ -3,6 +3,8 @@ package flow
 import (
 	"context"
 	"encoding/json"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"qubiq.dev/edge/auth"
@@ -96,8 +98,46 @@ type AlarmTransition struct {
 // AlarmSource is the alarm part's side of alarm triggers: the alarm part
 // implements it (wiring: docs/flows.md, "MQTT and alarms").
 type AlarmSource interface {
-	// SubscribeTransitions delivers every alarm transition into a channel
-	// of buf transitions until cancel; dropped counts those lost because
-	// the flow fell behind.
-	SubscribeTransitions(buf int) (ch <-chan AlarmTransition, dropped func() uint64, cancel func())
+	// SubscribeTransitions delivers every transition of an alarm g may
+	// read (scope alarm:read and the alarm's source tag within g's
+	// prefixes) into a channel of buf transitions until cancel; dropped
+	// counts those lost because the flow fell behind. g is the flow's
+	// grant (docs/flows.md, "Grants").
+	SubscribeTransitions(g auth.Grant, buf int) (ch <-chan AlarmTransition, dropped func() uint64, cancel func())
+}
+
+// AlarmsFrom makes the AlarmSource of alarm triggers from the service
+// layer's alarms: each flow subscribes under its own grant, so only alarms
+// the grant may read arrive (gateway.Alarms.SubscribeAlarms). The daemon
+// passes it as Options.Alarms.
+func AlarmsFrom(a gateway.Alarms) AlarmSource { return gatewayAlarms{a} }
+
+type gatewayAlarms struct{ alarms gateway.Alarms }
+
+// SubscribeTransitions converts the service's alarm events into
+// transitions; a full channel counts the lost one in dropped.
+func (a gatewayAlarms) SubscribeTransitions(g auth.Grant, buf int) (<-chan AlarmTransition, func() uint64, func()) {
+	in, dropped, cancel := a.alarms.SubscribeAlarms(g, buf)
+	out := make(chan AlarmTransition, max(buf, 1))
+	stop := make(chan struct{})
+	var lost atomic.Uint64
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case ev := <-in:
+				at := AlarmTransition{ID: ev.Alarm.ID, Name: ev.Alarm.Name, Source: ev.Alarm.Source,
+					Priority: ev.Alarm.Priority, From: ev.From, To: ev.To, Cause: ev.Cause, By: ev.By,
+					Time: ev.At, Value: ev.Value, Quality: ev.Quality}
+				select {
+				case out <- at:
+				default:
+					lost.Add(1)
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	return out, func() uint64 { return dropped() + lost.Load() }, func() { once.Do(func() { cancel(); close(stop) }) }
 }

@@ -70,6 +70,11 @@ func (in *instance) process(batch []*Msg) {
 	for i, m := range batch {
 		m.ord = i
 	}
+	// A trigger message that reaches a failed node (or one of the
+	// messages it became) is dropped, not processed, so that once nothing
+	// is in flight in = processed + dropped + queue (docs/flows.md,
+	// "Queues, counters and back-pressure").
+	in.lost = make([]bool, len(batch))
 	pending := map[string][]*Msg{in.def.Nodes[0].ID: batch}
 	for _, nd := range in.def.Order {
 		msgs := pending[nd.ID]
@@ -81,7 +86,7 @@ func (in *instance) process(batch []*Msg) {
 		nr := in.nodes[nd.ID]
 		if nr.isFailed() {
 			// A failed node stops: what reaches it is dropped, counted.
-			in.fs.ctr.dropped.Add(uint64(len(msgs)))
+			in.markLost(msgs)
 			continue
 		}
 		nr.runs.Add(uint64(len(msgs)))
@@ -93,7 +98,25 @@ func (in *instance) process(batch []*Msg) {
 			pending[o.to] = append(pending[o.to], o.m)
 		}
 	}
-	in.fs.ctr.processed.Add(uint64(len(batch)))
+	lost := 0
+	for _, l := range in.lost {
+		if l {
+			lost++
+		}
+	}
+	in.lost = nil
+	in.fs.ctr.dropped.Add(uint64(lost))
+	in.fs.ctr.processed.Add(uint64(len(batch) - lost))
+}
+
+// markLost records that msgs reached a failed node: their trigger
+// messages count as dropped.
+func (in *instance) markLost(msgs []*Msg) {
+	for _, m := range msgs {
+		if m.ord >= 0 && m.ord < len(in.lost) {
+			in.lost[m.ord] = true
+		}
+	}
 }
 
 func (in *instance) runNode(nr *nodeRun, msgs []*Msg) []out {
@@ -174,13 +197,15 @@ func next(nd *NodeDef, m *Msg, outs []out) []out { return append(outs, out{to: n
 
 func (in *instance) runPython(nr *nodeRun, msgs []*Msg) []out {
 	var outs []out
-	chunk := len(msgs)
+	// One node run takes at most gateway.MaxNodeBatch messages; a node
+	// behind a fan-out (a list returned upstream) may receive more.
+	chunk := min(len(msgs), gateway.MaxNodeBatch)
 	if nr.def.OnError == OnErrorFail {
 		chunk = 1 // it stops at the failing message: none after it runs
 	}
 	for start := 0; start < len(msgs); {
 		if nr.isFailed() {
-			in.fs.ctr.dropped.Add(uint64(len(msgs) - start))
+			in.markLost(msgs[start:])
 			return outs
 		}
 		end := min(start+chunk, len(msgs))
@@ -252,6 +277,11 @@ func (in *instance) pythonResult(nr *nodeRun, m *Msg, r gateway.NodeResult, outs
 		return in.fail(nr, m, &gateway.FlowError{Kind: scriptKind(r.Err.Kind), Message: r.Err.Detail, Line: r.Line}, outs)
 	}
 	v := trimSpace(r.Value)
+	if n := nesting(v); n > MaxNesting+1 || (n > MaxNesting && (len(v) == 0 || v[0] != '[')) {
+		// A list of messages is one level more than its messages.
+		return in.fail(nr, m, &gateway.FlowError{Kind: KindBadReturn,
+			Message: fmt.Sprintf("transform returned a message nesting %d levels deep; a message nests at most %d", n, MaxNesting)}, outs)
+	}
 	switch {
 	case len(v) > 0 && v[0] == '{':
 		nm := rawMsg(v)

@@ -187,3 +187,31 @@ func (q *msgQueue) clear() int {
 	q.head, q.n = 0, 0
 	return n
 }
+
+// nesting is how deep the JSON text b nests (objects and arrays within
+// each other; 0 for a scalar). It reads brackets outside strings only and
+// assumes b is valid JSON.
+func nesting(b []byte) int {
+	depth, deepest, inString, escaped := 0, 0, false, false
+	for _, c := range b {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+			deepest = max(deepest, depth)
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return deepest
+}

@@ -45,6 +45,9 @@ type instance struct {
 	version int64
 	grant   auth.Grant
 	nodes   map[string]*nodeRun
+	// lost marks, during one batch (the loop's goroutine only), the
+	// batch's trigger messages that reached a failed node.
+	lost []bool
 
 	ctx      context.Context
 	cancel   context.CancelFunc

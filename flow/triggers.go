@@ -215,7 +215,10 @@ func (in *instance) startTrigger() error {
 		if in.e.opts.Alarms == nil {
 			return fmt.Errorf("alarm trigger: alarm transitions %s", linkWhy(in.e.opts.AlarmsWhy, "are not delivered by this qubiqd"))
 		}
-		ch, dropped, cancel := in.e.opts.Alarms.SubscribeTransitions(1024)
+		if !in.grant.HasScope(auth.AlarmRead) {
+			return fmt.Errorf("alarm trigger: the flow's grant has no %s scope, so no alarm transition would reach it", auth.AlarmRead)
+		}
+		ch, dropped, cancel := in.e.opts.Alarms.SubscribeTransitions(in.grant, 1024)
 		in.trigMu.Lock()
 		in.srcDropped = append(in.srcDropped, dropped)
 		in.trigMu.Unlock()
@@ -376,6 +379,10 @@ func (e *Engine) DeliverMessage(_ context.Context, g auth.Grant, handler string,
 	}
 	if len(payload) == 0 || !json.Valid(payload) {
 		payload = json.RawMessage("null")
+	}
+	if n := nesting(payload); n >= MaxNesting { // the message holding it is one level more
+		return gateway.ScriptRun{}, true, fmt.Errorf("%w: message %s: the payload nests %d levels deep; a message nests at most %d levels, its payload %d",
+			gateway.ErrInvalid, handler, n, MaxNesting, MaxNesting-1)
 	}
 	m := target.base(TriggerMessage, time.Now())
 	m["handler"] = handler

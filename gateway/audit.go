@@ -28,9 +28,18 @@ type Audit interface {
 	// naming the missing scope or permission). It never blocks; a record
 	// that cannot be queued is logged as lost.
 	AuditRefusal(ctx context.Context, g auth.Grant, target string, reason error)
+	// AuditCredentialRefusal records that a request from source (a client
+	// address) to target was refused for its credentials, reason one of
+	// CredentialMissing, CredentialUnknown, CredentialRevoked,
+	// CredentialExpired. Refusals are aggregated per source and reason
+	// over a short window (one record at the first, then one with the
+	// count of the others), so a flood cannot fill the log (IEC 62443-4-2
+	// CR 2.8: failed access is logged). It never blocks.
+	AuditCredentialRefusal(ctx context.Context, source, target, reason string)
 	// AuditRecords lists records in commit order: those after sequence
-	// number after, at most limit (capped by the store).
-	AuditRecords(ctx context.Context, after uint64, limit int) ([]AuditRecord, error)
+	// number after that q matches (AuditQuery.Matches; q's Before and
+	// Limit are not used), at most limit (capped by the store).
+	AuditRecords(ctx context.Context, after uint64, limit int, q AuditQuery) ([]AuditRecord, error)
 	// AuditTrail returns up to limit of the newest records whose origin is
 	// origin ("liveview:panel1"), newest first, including those still
 	// queued.

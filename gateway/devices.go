@@ -11,8 +11,12 @@ import (
 // address space of those that have one (OPC UA) and the certificate
 // stores of OPC UA devices.
 type Devices interface {
-	// ListDevices lists the project's devices in project order.
+	// ListDevices lists the project's devices in project order, each with
+	// its statistics.
 	ListDevices(ctx context.Context) []DeviceInfo
+	// Device returns one device with its statistics; an unknown device
+	// wraps ErrNotFound.
+	Device(ctx context.Context, name string) (DeviceInfo, error)
 	// DevicePlan returns the requests one scan of the device sends, per
 	// scan class (Modbus request planning); an unknown device wraps
 	// ErrNotFound; a driver without planning gives an empty plan.
@@ -40,7 +44,8 @@ type Devices interface {
 
 // DeviceInfo is one device: name, driver, URL (when its config has one),
 // connection state ("connected", "connecting", "demoted", ...) and why,
-// and how many tags it serves.
+// how many tags it serves, and its statistics (nil for a driver that
+// keeps none, such as the simulator).
 type DeviceInfo struct {
 	Name   string
 	Driver string
@@ -48,6 +53,68 @@ type DeviceInfo struct {
 	State  string
 	Reason string
 	Tags   int
+	Stats  *DeviceStats
+}
+
+// DeviceStats are one device's request statistics since its driver was
+// built (docs/metrics.md, "Devices"): requests sent (reads, writes,
+// keep-alive reads), the failed ones by kind ("timeout",
+// "not_connected", "communication", "exception", "configuration";
+// ErrorsTotal their sum, Timeouts the "timeout" ones), connections made
+// again after a loss, the last successful read and the last failure (zero:
+// never), the latency histogram with its estimated median and 99th
+// percentile, the Modbus circuit breaker per unit, and the OPC UA
+// subscription figures (nil for other drivers).
+type DeviceStats struct {
+	Requests    uint64
+	Errors      map[string]uint64
+	ErrorsTotal uint64
+	Timeouts    uint64
+	Reconnects  uint64
+	LastGood    time.Time
+	LastError   time.Time
+	P50, P99    time.Duration
+	Latency     LatencyHistogram
+	Units       []UnitBreaker
+	OPCUA       *OPCUAFigures
+}
+
+// LatencyHistogram is a histogram of request latencies: Counts[i] requests
+// took at most Bounds[i] seconds (and more than the bound before); the
+// last element of Counts, one more than Bounds, counts those above every
+// bound. Count is their total, Sum their total time.
+type LatencyHistogram struct {
+	Bounds []float64
+	Counts []uint64
+	Count  uint64
+	Sum    time.Duration
+}
+
+// UnitBreaker is one Modbus unit's circuit breaker (docs/modbus.md): its
+// unit id, state ("closed", "open", "probing"), consecutive timeouts and,
+// while open, until when.
+type UnitBreaker struct {
+	Unit         int
+	Breaker      string
+	Timeouts     int
+	DemotedUntil time.Time
+}
+
+// OPCUAFigures are an OPC UA device's subscription figures: monitored items
+// and the bad ones now, subscriptions live on the server, publish
+// responses with data and keep-alive ones (OPC UA Part 4 §5.13.1.1), data
+// changes delivered, publish responses per second of the current session,
+// sessions created and re-activated.
+type OPCUAFigures struct {
+	MonitoredItems     int
+	BadItems           int
+	Subscriptions      int
+	PublishResponses   uint64
+	KeepAlives         uint64
+	DataChanges        uint64
+	PublishRate        float64
+	SessionsCreated    uint64
+	SessionsReactivate uint64
 }
 
 // PlannedRequest is one request of a device's scan plan: its scan class,

@@ -157,3 +157,37 @@ func Kind(err error) string {
 	}
 	return "internal"
 }
+
+// Why a bearer token was refused: CredentialError.Reason, and the reason
+// of an "auth.refused" audit record (Audit.AuditCredentialRefusal).
+const (
+	CredentialMissing = "missing" // no Authorization: Bearer header
+	CredentialUnknown = "unknown" // not a token of this appliance, or a wrong secret
+	CredentialRevoked = "revoked" // the key was revoked
+	CredentialExpired = "expired" // the key passed its expiry
+)
+
+// CredentialError is the error of Credentials.Authenticate for a refused
+// token: it is ErrUnauthenticated (errors.Is) and says why, for the audit
+// (a client is told the same for every reason).
+type CredentialError struct {
+	Reason string // CredentialUnknown, CredentialRevoked or CredentialExpired
+}
+
+// Error says the token was refused and why.
+func (e *CredentialError) Error() string {
+	return ErrUnauthenticated.Error() + ": " + e.Reason + " credentials"
+}
+
+// Unwrap makes it ErrUnauthenticated.
+func (e *CredentialError) Unwrap() error { return ErrUnauthenticated }
+
+// CredentialReason is the reason of a refused token's error:
+// CredentialError's, else CredentialUnknown.
+func CredentialReason(err error) string {
+	var ce *CredentialError
+	if errors.As(err, &ce) && ce.Reason != "" {
+		return ce.Reason
+	}
+	return CredentialUnknown
+}

@@ -28,6 +28,13 @@ const (
 type HealthReport struct {
 	Status  string
 	Reasons []string
+
+	// Warnings say what the configuration asks for that the daemon does
+	// not do, or a safety turned off (a worker limit at unlimited, the
+	// LiveView escape hatch): they do not make the status degraded, and
+	// are never silent (docs/config.md, "Warnings").
+	Warnings []string
+
 	Version string
 	Uptime  time.Duration
 	Sandbox SandboxHealth

@@ -51,6 +51,8 @@ type TagInfo struct {
 	WriteLevel auth.Level
 	ReadOnly   bool
 	Scan       time.Duration
+	// Min and Max are the engineering limits of writes (nil: none).
+	Min, Max *float64
 }
 
 // TagValue is the VQT of the tag at Path.

@@ -12,7 +12,7 @@ import (
 
 // TestCheckConfig_EveryErrorInOneRun: --check-config names every problem of
 // a broken project in one run, each with its file and line, and exits 1; a
-// good one exits 0 (DESIGN.md, Binaries).
+// good one exits 0 (README.md, Binaries).
 func TestCheckConfig_EveryErrorInOneRun(t *testing.T) {
 	dir := t.TempDir()
 	os.MkdirAll(filepath.Join(dir, "scripts"), 0o755)

@@ -592,3 +592,54 @@ nodes:
 		t.Errorf("qubiqctl flows list: %d\n%s", code, out)
 	}
 }
+
+// TestFlows_AlarmTriggerUnderItsGrant: an alarm transition reaches a flow
+// whose grant reads alarms (the flow writes the alarm's id and new state
+// to a tag), while a flow whose prefixes do not cover the alarm's source
+// sees none of it.
+func TestFlows_AlarmTriggerUnderItsGrant(t *testing.T) {
+	d := newDaemon(t, `devices:
+  - {name: sim, driver: sim}
+tags:
+  - {path: A/Level, device: sim, address: memory, type: float64}
+  - {path: A/Seen, device: sim, address: memory, type: string}
+  - {path: B/Seen, device: sim, address: memory, type: string}
+alarms:
+  - {name: High, tag: A/Level, mode: above, setpoint: 90, priority: high}
+flows:
+  - name: on-alarm
+    trigger: {alarm: {source: A, to: [active_unacked]}}
+    grant: {scopes: [tag:read, tag:write, alarm:read], write_level: operate}
+    nodes:
+      - id: fmt
+        type: python
+        next: out
+        code: |
+            def transform(msg):
+                msg["payload"] = msg["alarm"]["id"] + " " + msg["alarm"]["to"]
+                return msg
+      - {id: out, type: tag_write, path: A/Seen}
+  - name: elsewhere
+    trigger: {alarm: A}
+    grant: {scopes: [tag:read, tag:write, alarm:read], write_level: operate, prefixes: [B]}
+    nodes:
+      - {id: out, type: tag_write, path: B/Seen, field: alarm.id}
+`)
+	d.start()
+	d.write(d.token, map[string]any{"A/Level": 95.0})
+	d.waitFlow(d.token, "on-alarm", 20*time.Second, "the alarm's transition", func(f flowInfo) bool { return f.Counters.Out == 1 })
+	var vals []struct {
+		Path    string `json:"path"`
+		Value   any    `json:"value"`
+		Quality string `json:"quality"`
+	}
+	if st, body := d.call("POST", "/api/v1/tags/read", d.token, map[string]any{"paths": []string{"A/Seen", "B/Seen"}}, &vals); st != 200 {
+		t.Fatalf("read: %d %s", st, body)
+	}
+	if vals[0].Value != "A/Level:High active_unacked" {
+		t.Errorf("A/Seen = %v, want the alarm's id and state", vals[0].Value)
+	}
+	if f := d.flows(d.token)["elsewhere"]; f.Counters.In != 0 || vals[1].Value == "A/Level:High" {
+		t.Errorf("a flow whose grant does not cover A got the alarm: %+v, B/Seen=%v", f.Counters, vals[1].Value)
+	}
+}

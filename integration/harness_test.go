@@ -1,7 +1,7 @@
 //go:build integration
 
 // Package integration drives the built qubiqd and qubiqctl binaries against
-// real third-party peers, through the external contract only (DESIGN.md).
+// real third-party peers, through the external contract only (README.md).
 // `make test` builds the binaries and runs it with -tags integration;
 // QUBIQ_BIN names the directory holding them.
 package integration

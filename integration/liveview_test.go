@@ -19,18 +19,38 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"qubiq.dev/edge/internal/peers"
 )
 
 // liveviewProject: a simulator with a live ramp, an operate setpoint, a
-// supervise limit, a run flag; a script whose `chain` entry calls
-// system.script.runOnGateway (needs script:execute); one panel.
+// supervise limit, a run flag, an int16 counter (a write outside int16 is
+// refused by the server); a Modbus device on a closed port (its tags are
+// Bad_NotConnected, never had a value); a second Modbus device (plc2,
+// tcp://127.0.0.1:PLC2_PORT: a pymodbus server the test starts and stops);
+// three alarms (high at operate, critical at supervise, one out of service);
+// a script whose `chain` entry calls system.script.runOnGateway (needs
+// script:execute); one panel with a button bar, a trend backed by history
+// (seeded over 24 h by the test) and an alarm list.
 const liveviewProject = `devices:
   - {name: sim, driver: sim}
+  - {name: plc1, driver: modbus, url: "tcp://127.0.0.1:1", timeout: 300ms}
+  - {name: plc2, driver: modbus, url: "tcp://127.0.0.1:PLC2_PORT", timeout: 300ms}
 tags:
-  - {path: Line1/Speed, device: sim, address: "ramp(0,100,4s)", type: float64, units: rpm, scan: 200ms}
-  - {path: Line1/Setpoint, device: sim, address: memory, type: float64, units: rpm, write_level: operate, scan: 200ms}
+  - {path: Line1/Speed, device: sim, address: "ramp(0,100,4s)", type: float64, units: rpm, scan: 200ms, history: {enabled: true}}
+  - {path: Line1/Setpoint, device: sim, address: memory, type: float64, units: rpm, write_level: operate, scan: 200ms, history: {enabled: true}}
   - {path: Line1/Limit, device: sim, address: memory, type: float64, units: rpm, write_level: supervise, scan: 200ms}
-  - {path: Line1/Run, device: sim, address: memory, type: bool, scan: 200ms}
+  - {path: Line1/Run, device: sim, address: memory, type: bool, scan: 200ms, description: Pump running, history: {enabled: true}}
+  - {path: Line1/Count, device: sim, address: memory, type: int16, scan: 200ms}
+  - {path: Line1/Level, device: sim, address: memory, type: float64, units: "%", scan: 200ms}
+  - {path: Line1/Temp, device: sim, address: memory, type: float64, units: degC, scan: 200ms}
+  - {path: Line1/Pressure, device: plc1, address: HR0, type: float32, units: bar, scan: 500ms}
+  - {path: Line1/Valve, device: plc1, address: HR2, type: float32, units: "%", scan: 500ms}
+  - {path: Line1/Flow, device: plc2, address: HR0, type: uint16, units: m3/h, scan: 300ms}
+alarms:
+  - {name: High, tag: Line1/Level, mode: above, setpoint: 80, priority: high, display_path: Tank 1 high level, message: "Tank level high: {value:.0f} {units}"}
+  - {name: Hot, tag: Line1/Temp, mode: above, setpoint: 90, priority: critical, ack_level: supervise, display_path: Reactor temperature, message: "Reactor hot: {value:.0f} {units}"}
+  - {name: Low, tag: Line1/Level, mode: below, setpoint: 10, priority: low, out_of_service: true}
 scripts:
   - {module: pumps, file: scripts/pumps.py, liveview: [start, chain]}
   - {module: helper, file: scripts/helper.py}
@@ -42,16 +62,27 @@ views:
       - {type: value, tag: Line1/Speed, label: Speed, decimals: 1}
       - {type: numeric, tag: Line1/Setpoint, label: Setpoint, min: 0, max: 100, step: 0.5}
       - {type: numeric, tag: Line1/Limit, label: Limit}
-      - {type: boolean, tag: Line1/Run, label: Run}
+      - {type: boolean, tag: Line1/Run, label: Run, on_label: Running, off_label: Stopped}
+      - {type: numeric, tag: Line1/Count, label: Count}
+      - {type: value, tag: Line1/Pressure, label: Pressure}
+      - {type: numeric, tag: Line1/Valve, label: Valve}
+      - {type: numeric, tag: Line1/Flow, label: Flow}
       - {type: button, label: Start, entry: pumps.start, args: {line: 1}, confirm: "Start pump 1?"}
       - {type: button, label: Chain, entry: pumps.chain}
-      - {type: trend, tags: [Line1/Speed, Line1/Setpoint], label: Speed, window: 1m}
+      - {type: trend, tags: [Line1/Speed, Line1/Setpoint, Line1/Run], label: Speed, window: 1m}
+  - name: line1
+    title: Line 1
+    events: 0
+    widgets:
+      - {type: value, tag: Line1/Level, label: Level, decimals: 0, buttons: [{label: Start pump, entry: pumps.start, args: {line: 1}}]}
+      - {type: buttons, label: Line 1, buttons: [{label: Chain, entry: pumps.chain}]}
+      - {type: alarms, prefix: Line1, label: Line 1 alarms, limit: 5}
 `
 
 const pumpsPy = `@gateway(timeout_ms=5000)
 def start(args):
     status = system.tag.write(["Line1/Run"], [True])[0]
-    return {"started": args["line"], "status": status}
+    return {"message": "Pump %d started" % args["line"], "status": status}
 
 
 @gateway(timeout_ms=5000)
@@ -67,7 +98,7 @@ def ping(args):
 const e2ePassword = "panel-pass-1"
 
 // ensureChromium returns Debian's chromium, installing it when missing
-// (PEERS.md). A machine that cannot install it fails the test: never a skip.
+// (scripts/ensure-deps.sh). A machine that cannot install it fails the test: never a skip.
 func ensureChromium(t *testing.T) string {
 	t.Helper()
 	const bin = "/usr/bin/chromium"
@@ -128,9 +159,14 @@ func artifactsDir(t *testing.T) string {
 	return dir
 }
 
-func startLiveViewDaemon(t *testing.T, env ...string) *daemon {
+// liveviewProjectFor is liveviewProject with plc2 on 127.0.0.1:plc2Port.
+func liveviewProjectFor(plc2Port int) string {
+	return strings.Replace(liveviewProject, "PLC2_PORT", strconv.Itoa(plc2Port), 1)
+}
+
+func startLiveViewDaemon(t *testing.T, plc2Port int, env ...string) *daemon {
 	t.Helper()
-	d := newDaemon(t, liveviewProject, env...)
+	d := newDaemon(t, liveviewProjectFor(plc2Port), env...)
 	if err := os.MkdirAll(filepath.Join(d.dir, "scripts"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -232,17 +268,30 @@ func (d *daemon) panelEvents(token string) []panelEvent {
 	return evs
 }
 
-// TestLiveView_PanelEndToEnd drives the panel in headless chromium: an
-// operator at operate sees live values, writes a setpoint that reaches the
-// simulator, finds the supervise control read-only (a forged request is
-// refused), is refused script:execute for a nested runOnGateway; the link
-// is cut and comes back; a supervise operator's press succeeds. Users are
-// made with qubiqctl, then the appliance is provisioned.
+// TestLiveView_PanelEndToEnd drives the panel in headless chromium at
+// 1280×800 and checks the DOM (classes, disabled state, text; the
+// screenshots in build/test-artifacts/liveview are for people): an
+// operator at operate sees live values calm, writes a setpoint that reaches
+// the simulator, is refused a write outside int16 in words, finds the
+// supervise control read-only (a forged request is refused), sees a Bad
+// Modbus device dimmed and struck with its controls off and the reason in
+// words, is refused script:execute for a nested runOnGateway, presses a
+// button whose script's message is the toast, switches a bool both ways,
+// reads a day of history in the trend (time axis, rounded labels, legend by
+// name, steps) whose window survives a tab switch and a reload, sees two
+// alarms in the banner by priority, acknowledges the one at its level and
+// finds the other read-only naming the level; the link is cut (values
+// stale, controls off, no countdown) and comes back; the session ends on
+// the server and no trace of it survives the next login; a view-level
+// operator may not acknowledge; a supervise operator presses, acknowledges
+// and shelves (shown calmly). Users are made with qubiqctl, then the
+// appliance is provisioned.
 func TestLiveView_PanelEndToEnd(t *testing.T) {
 	chromium := ensureChromium(t)
 	e2eDir := ensurePlaywright(t)
 	artifacts := artifactsDir(t)
-	d := startLiveViewDaemon(t)
+	plc2 := peers.StartModbus(t, map[int]peers.ModbusUnit{1: {HR: map[int]uint16{0: 125}}})
+	d := startLiveViewDaemon(t, plc2.Port)
 
 	pwFile := filepath.Join(t.TempDir(), "pw")
 	if err := os.WriteFile(pwFile, []byte(e2ePassword+"\n"), 0o600); err != nil {
@@ -250,10 +299,12 @@ func TestLiveView_PanelEndToEnd(t *testing.T) {
 	}
 	d.qubiqctl(d.token, "users", "add", "--name", "op1", "--realm", "operator", "--level", "operate", "--password-file", pwFile)
 	d.qubiqctl(d.token, "users", "add", "--name", "sup1", "--realm", "operator", "--level", "supervise", "--password-file", pwFile)
+	d.qubiqctl(d.token, "users", "add", "--name", "view1", "--realm", "operator", "--level", "view", "--password-file", pwFile)
 	if out := d.qubiqctl(d.token, "users", "list"); !strings.Contains(out, "op1") || !strings.Contains(out, "supervise") {
 		t.Fatalf("users list:\n%s", out)
 	}
 	reader := d.apiKey("reader", []string{"tag:read"}, "view")
+	writer := d.apiKey("writer", []string{"tag:read", "tag:write"}, "design")
 	d.qubiqctl(d.token, "provision", "--password-file", pwFile)
 	if st, _ := d.call("GET", "/api/v1/users", d.token, nil, nil); st != 401 {
 		t.Fatalf("bootstrap token after provision: %d, want 401", st)
@@ -286,11 +337,16 @@ func TestLiveView_PanelEndToEnd(t *testing.T) {
 		t.Fatalf("a refused cross-site post wrote the setpoint: %+v", v)
 	}
 
+	// A day of history for the long trend, written while the daemon is stopped.
+	d.stop()
+	seedHistory(t, d)
+	d.start()
+
 	// The browser run.
 	cmd := exec.Command("node", "e2e.mjs")
 	cmd.Dir = e2eDir
 	cmd.Env = append(os.Environ(), "QUBIQ_URL="+d.url, "CHROMIUM="+chromium, "PROFILE_DIR="+t.TempDir(),
-		"ARTIFACTS="+artifacts, "OP_USER=op1", "SUP_USER=sup1", "PASSWORD="+e2ePassword)
+		"ARTIFACTS="+artifacts, "OP_USER=op1", "SUP_USER=sup1", "VIEW_USER=view1", "PASSWORD="+e2ePassword)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -319,7 +375,7 @@ func TestLiveView_PanelEndToEnd(t *testing.T) {
 			if !ok {
 				continue
 			}
-			answer := e2eAnswer(t, d, reader, strings.Fields(cmdLine))
+			answer := e2eAnswer(t, d, plc2, reader, writer, strings.Fields(cmdLine))
 			if _, err := io.WriteString(stdin, answer+"\n"); err != nil {
 				return
 			}
@@ -359,14 +415,33 @@ func TestLiveView_PanelEndToEnd(t *testing.T) {
 		t.Fatalf("panel audit trail incomplete (refused press %v, supervise press %v, setpoint write %v):\n%s", refusedPress, okPress, setpoint, b)
 	}
 	shots, _ := filepath.Glob(filepath.Join(artifacts, "*.png"))
-	if len(shots) < 8 {
-		t.Errorf("%d screenshots in %s, want at least 8", len(shots), artifacts)
+	for _, want := range []string{"bad-device", "write-refused", "long-trend", "alarm-active", "alarm-acked", "link-down-stale"} {
+		if m, _ := filepath.Glob(filepath.Join(artifacts, "*-"+want+".png")); len(m) != 1 {
+			t.Errorf("no screenshot %s in %s (have %d)", want, artifacts, len(shots))
+		}
 	}
 }
 
 // e2eAnswer serves one request of the browser script.
-func e2eAnswer(t *testing.T, d *daemon, reader string, f []string) string {
+func e2eAnswer(t *testing.T, d *daemon, plc2 *peers.Modbus, reader, writer string, f []string) string {
 	switch {
+	case len(f) == 2 && f[0] == "plc2" && f[1] == "stop":
+		plc2.Stop()
+		return "OK"
+	case len(f) == 3 && f[0] == "write":
+		n, err := strconv.ParseFloat(f[2], 64)
+		if err != nil {
+			return "FAIL bad value " + f[2]
+		}
+		var res []struct {
+			Status string `json:"status"`
+			Reason string `json:"reason"`
+		}
+		st, raw := d.call("POST", "/api/v1/tags/write", writer, map[string]any{"writes": []map[string]any{{"path": f[1], "value": n}}}, &res)
+		if st != 200 || len(res) != 1 || res[0].Status != "Good" {
+			return fmt.Sprintf("FAIL write %s: %d %s", f[1], st, raw)
+		}
+		return "OK"
 	case len(f) == 3 && f[0] == "readback":
 		want, err := strconv.ParseFloat(f[2], 64)
 		if err != nil {
@@ -396,7 +471,7 @@ func e2eAnswer(t *testing.T, d *daemon, reader string, f []string) string {
 // is logged at start-up, shown in health, and every panel run it widens is
 // audited as such.
 func TestLiveView_EscapeHatchVisibleAndAudited(t *testing.T) {
-	d := startLiveViewDaemon(t, "QUBIQ_BROWSER_SCRIPT_SCOPES=off")
+	d := startLiveViewDaemon(t, peers.FreePort(t), "QUBIQ_BROWSER_SCRIPT_SCOPES=off")
 	var h struct {
 		EscapeHatch bool `json:"escape_hatch"`
 	}
@@ -449,7 +524,7 @@ func TestLiveView_TLSAuto(t *testing.T) {
 	tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true}
 	t.Cleanup(func() { tr.TLSClientConfig = old; tr.CloseIdleConnections() })
 
-	d := newDaemon(t, liveviewProject)
+	d := newDaemon(t, liveviewProjectFor(peers.FreePort(t)))
 	cfg, err := os.ReadFile(d.cfg)
 	if err != nil {
 		t.Fatal(err)

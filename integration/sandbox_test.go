@@ -102,6 +102,7 @@ func watchScans(t *testing.T, d *daemon, token string) *scanWatch {
 			case <-tick.C:
 			}
 			req, _ := http.NewRequest("POST", d.url+"/api/v1/tags/read", strings.NewReader(`{"paths":["Sim/Ramp"]}`))
+			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Authorization", "Bearer "+token)
 			resp, err := client.Do(req)
 			if err != nil {

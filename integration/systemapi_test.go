@@ -181,7 +181,7 @@ def probe(args):
     return out
 `
 
-// methodScope is DESIGN.md's table "Scope of each system.* method".
+// methodScope is the scope table of docs/security.md, "Scopes".
 var methodScope = map[string]string{
 	"tag.read": "tag:read", "tag.browse": "tag:read", "tag.write": "tag:write",
 	"db.runNamedQuery": "db:read", "db.runQuery": "db:write", "db.callProc": "db:write",
@@ -478,7 +478,7 @@ func TestSystemAPI_HistMessageNested(t *testing.T) {
 
 // TestSystemAPI_ScopeMatrix: every system.* method × every scope set
 // (script:execute plus one scope), through a script: allowed if and only if
-// DESIGN.md's table says so; and every write level against tags of every
+// docs/security.md's scope table says so; and every write level against tags of every
 // level.
 func TestSystemAPI_ScopeMatrix(t *testing.T) {
 	d := startSystemAPI(t)

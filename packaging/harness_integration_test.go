@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -29,10 +31,13 @@ import (
 // as Restart=on-failure with RestartForceExitStatus=75 would, until the
 // daemon exits 0 or the start limit is reached.
 //
-// The daemon is the stand-in (packaging/standin), which does what qubiqd
-// does once it is wired. QUBIQ_HARNESS_DAEMON=real uses bin/qubiqd (from
-// QUBIQ_BIN) for the healthy versions instead, once qubiqd serves POST
-// /api/v1/firmware and confirms its trial (docs/appliance.md, "Wiring").
+// Every healthy version's daemon is the real qubiqd (built with its
+// version), configured through the daemon config's firmware section (slots
+// root, trusted keys, the trial's confirm_after and timeout). A firmware
+// that never becomes healthy, or that migrates the store to a schema the
+// others do not know, is the stand-in (packaging/standin): a broken
+// release is what it stands for. QUBIQ_HARNESS_DAEMON=standin runs the
+// stand-in for every version.
 type harness struct {
 	t                 *testing.T
 	dir, root, data   string
@@ -49,9 +54,16 @@ type harness struct {
 	cur               *exec.Cmd
 	trees             map[string]string
 	keyFiles          map[*firmware.SigningKey]string
+	// agentKills, when set, are power cuts during ExecStartPre: the next
+	// starts' qubiq-slot boot is killed (SIGKILL) after each duration in
+	// turn, and the loop goes on as a reboot would.
+	agentKills  []time.Duration
+	agentKilled int
+	// notes are the datagrams the daemons sent to NOTIFY_SOCKET, in order.
+	notes []string
 }
 
-const startLimit = 15
+const startLimit = 20
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
@@ -67,11 +79,31 @@ func newHarness(t *testing.T) *harness {
 	os.WriteFile(h.keys, pub, 0o644)
 	port := freePort(t)
 	h.url = fmt.Sprintf("http://127.0.0.1:%d", port)
-	os.WriteFile(h.cfg, []byte(fmt.Sprintf("appliance_id: harness\ndata_dir: %s\nhttp: {listen: \"127.0.0.1:%d\"}\npython: {path: %s/current/python/bin/python3, replicas: 1}\n",
-		h.data, port, h.root)), 0o644)
+	os.WriteFile(h.cfg, []byte(fmt.Sprintf("appliance_id: harness\ndata_dir: %s\nhttp: {listen: \"127.0.0.1:%d\"}\n"+
+		"python: {path: %s/current/python/bin/python3, replicas: 1}\nstore: {open_timeout: 2s}\n"+
+		"firmware: {slots_root: %s, trusted_keys: %s, confirm_after: 300ms, trial_timeout: 20s}\n",
+		h.data, port, h.root, h.root, h.keys)), 0o644)
 	h.agent = filepath.Join(dir, "qubiq-slot")
 	gobuild(t, h.agent, "./cmd/qubiq-slot")
-	h.env = append(os.Environ(), "QUBIQ_SLOTS_ROOT="+h.root, "QUBIQ_TRUSTED_KEYS="+h.keys,
+	sock := filepath.Join(dir, "n")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	go func() {
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := conn.Read(buf)
+			if err != nil {
+				return
+			}
+			h.mu.Lock()
+			h.notes = append(h.notes, string(buf[:n]))
+			h.mu.Unlock()
+		}
+	}()
+	h.env = append(os.Environ(), "NOTIFY_SOCKET="+sock, "QUBIQ_SLOTS_ROOT="+h.root, "QUBIQ_TRUSTED_KEYS="+h.keys,
 		"QUBIQ_CONFIRM_AFTER=300ms", "QUBIQ_TRIAL_TIMEOUT=1500ms", "PYTHON_PATH="+h.root+"/current/python/bin/python3")
 	return h
 }
@@ -98,9 +130,12 @@ func (h *harness) slotTree(version string, healthy bool, schema int) string {
 	h.trees[id] = tree
 	os.MkdirAll(filepath.Join(tree, "bin"), 0o755)
 	os.MkdirAll(filepath.Join(tree, "python", "bin"), 0o755)
-	if os.Getenv("QUBIQ_HARNESS_DAEMON") == "real" && healthy && schema == 1 {
+	if os.Getenv("QUBIQ_HARNESS_DAEMON") != "standin" && healthy && schema == 1 {
 		gobuild(h.t, filepath.Join(tree, "bin", "qubiqd"), "./cmd/qubiqd", "-X qubiq.dev/edge/daemon.Version="+version)
-		os.Symlink("/usr/bin/python3.11", filepath.Join(tree, "python", "bin", "python3"))
+		// The slot's runtime stands in for the private one: the system's
+		// interpreter, started from inside the slot (a link out of the slot
+		// is refused by the bundle's manifest).
+		os.WriteFile(filepath.Join(tree, "python", "bin", "python3"), []byte("#!/bin/sh\nexec /usr/bin/python3.11 \"$@\"\n"), 0o755)
 	} else {
 		yes := map[bool]string{true: "yes", false: "no"}[healthy]
 		gobuild(h.t, filepath.Join(tree, "bin", "qubiqd"), "./packaging/standin", "-s -w",
@@ -162,7 +197,36 @@ func (h *harness) run() {
 			h.logf("start limit hit")
 			return
 		}
-		out, err := exec.Command(h.agent, "boot", "--root", h.root, "--data-dir", h.data, "--trusted-keys", h.keys).CombinedOutput()
+		h.mu.Lock()
+		var cut time.Duration
+		if len(h.agentKills) > 0 {
+			cut, h.agentKills = h.agentKills[0], h.agentKills[1:]
+		}
+		h.mu.Unlock()
+		agent := exec.Command(h.agent, "boot", "--root", h.root, "--data-dir", h.data, "--trusted-keys", h.keys)
+		var aout bytes.Buffer
+		agent.Stdout, agent.Stderr = &aout, &aout
+		if cut > 0 {
+			if err := agent.Start(); err != nil {
+				h.logf("start %d: %v", n, err)
+				return
+			}
+			timer := time.AfterFunc(cut, func() { agent.Process.Kill() })
+			err := agent.Wait()
+			killed := !timer.Stop()
+			h.logf("start %d: qubiq-slot boot, power cut after %s (killed: %v): %v\n%s", n, cut, killed, err, aout.String())
+			if killed {
+				h.mu.Lock()
+				h.agentKilled++
+				h.mu.Unlock()
+				continue // the power comes back: the next start runs ExecStartPre again
+			}
+		}
+		var err error
+		if cut == 0 {
+			err = agent.Run()
+		}
+		out := aout.String()
 		h.logf("start %d: qubiq-slot boot: %v\n%s", n, err, out)
 		if err != nil {
 			h.mu.Lock()
@@ -187,9 +251,10 @@ func (h *harness) run() {
 		err = cmd.Wait()
 		h.logf("start %d: daemon exited: %v\n%s", n, err, dout.String())
 		var ee *exec.ExitError
-		if err == nil || (errors.As(err, &ee) && ee.Sys().(syscall.WaitStatus).Signaled()) {
+		if err == nil || (errors.As(err, &ee) && ee.Sys().(syscall.WaitStatus).Signaled() && ee.Sys().(syscall.WaitStatus).Signal() == syscall.SIGTERM) {
 			return // a clean stop: Restart=on-failure does not restart
 		}
+		// A kill -9 (a crash, the watchdog) is restarted like a failure.
 		if h.wait(100 * time.Millisecond) { // RestartSec
 			return
 		}
@@ -262,9 +327,19 @@ func (h *harness) healthVersion() string {
 	return v.Version
 }
 
+// token is the bootstrap token of the store (the real qubiqd wants the
+// firmware permission; the stand-in ignores it).
+func (h *harness) token() string {
+	b, _ := os.ReadFile(filepath.Join(h.data, "bootstrap-token"))
+	return strings.TrimSpace(string(b))
+}
+
 func (h *harness) flash(b []byte) (int, string) {
 	h.t.Helper()
-	resp, err := http.Post(h.url+"/api/v1/firmware", "application/octet-stream", bytes.NewReader(b))
+	req, _ := http.NewRequest(http.MethodPost, h.url+"/api/v1/firmware", bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/octet-stream")
+	req.Header.Set("Authorization", "Bearer "+h.token())
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -313,6 +388,17 @@ func TestHarness_FlashConfirmRefuseRollback(t *testing.T) {
 	})
 	if v := h.healthVersion(); v != "1.1.0" {
 		t.Fatalf("running %q after the flash", v)
+	}
+	// systemd heard of it: READY=1 with the trial in STATUS=, the restart's
+	// reason, and STATUS= refreshed once confirmed.
+	h.until("STATUS= after the confirmation", func() bool {
+		return h.noted("STATUS=ok: 0 tags, 0 devices, API on ", ", slot b, version 1.1.0")
+	})
+	for _, want := range [][]string{{"READY=1\nSTATUS=ok: 0 tags", "slot b on trial (start 1 of 3), version 1.1.0"},
+		{"STOPPING=1\nSTATUS=firmware 1.1.0 staged for slot b; restarting to install it"}} {
+		if !h.noted(want...) {
+			t.Errorf("no datagram with %q among %q", want, h.notes)
+		}
 	}
 
 	// Refused bundles: nothing written, the daemon goes on.
@@ -366,20 +452,51 @@ func TestHarness_FlashConfirmRefuseRollback(t *testing.T) {
 	if h.bootFails != 0 {
 		t.Fatalf("%d ExecStartPre failures", h.bootFails)
 	}
+	// The old slot's daemon opened the store put back: its audit log holds
+	// the flash of 2.0.0 (recorded before the restart) and every refusal.
+	audit := h.get("/api/v1/audit?limit=1000")
+	for _, want := range []string{`"target":"bundle 2.0.0"`, `"result":"unknown_key"`, `"result":"downgrade"`, `"result":"arch"`} {
+		if !strings.Contains(audit, want) {
+			t.Errorf("audit log after the rollback lacks %s:\n%s", want, audit)
+		}
+	}
 	h.stop()
 	v, err := store.FileSchemaVersion(filepath.Join(h.data, store.FileName), time.Second)
 	if err != nil || v != 1 {
 		t.Fatalf("store schema after rollback: %d %v", v, err)
 	}
-	db, err := store.Open(filepath.Join(h.data, store.FileName), store.Options{Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if by, _ := db.Meta("last_opened_by"); string(by) != "1.1.0" {
-		t.Fatalf("store last opened by %q", by)
-	}
 	t.Logf("%d starts in all", h.starts)
+}
+
+// noted reports whether a datagram to NOTIFY_SOCKET holds every part.
+func (h *harness) noted(parts ...string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, n := range h.notes {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(n, p)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+// get GETs path with the bootstrap token and returns the body.
+func (h *harness) get(path string) string {
+	h.t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, h.url+path, nil)
+	req.Header.Set("Authorization", "Bearer "+h.token())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	b.ReadFrom(resp.Body)
+	return b.String()
 }
 
 // lineDiff shows the lines only one of a and b has.
@@ -404,4 +521,110 @@ func lineDiff(a, b string) string {
 		}
 	}
 	return out.String()
+}
+
+// TestHarness_KillDuringFlash cuts the power (SIGKILL) at several points
+// of a flash with the real qubiqd: half-way through the upload, just
+// after the daemon accepted the bundle, and at six moments of qubiq-slot's
+// boot at the next starts (before, during and after the install). Every
+// time the next start boots a complete slot: in the end either the new
+// version is confirmed or, when the cuts used up its trial starts, the old
+// one runs again after a rollback; the active slot matches its manifest
+// and current names it.
+func TestHarness_KillDuringFlash(t *testing.T) {
+	h := newHarness(t)
+	h.install("1.0.0")
+	go h.run()
+	defer func() {
+		h.stop()
+		if t.Failed() {
+			t.Logf("harness log:\n%s", h.log.String())
+		}
+	}()
+	h.until("1.0.0 healthy", func() bool { return h.healthVersion() == "1.0.0" })
+	good := h.bundle("1.1.0", runtime.GOARCH, true, 1, h.key)
+	l := slots.Layout{Root: h.root, DataDir: h.data}
+
+	// 1. Half-way through the upload.
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, h.url+"/api/v1/firmware", pr)
+		req.Header.Set("Authorization", "Bearer "+h.token())
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			err = fmt.Errorf("answered %s", resp.Status)
+		}
+		done <- err
+	}()
+	if _, err := pw.Write(good[:len(good)/2]); err != nil {
+		t.Fatal(err)
+	}
+	h.until("the upload in progress", func() bool { return strings.Contains(h.get("/api/v1/firmware"), `"upload":{"received":`) })
+	starts := h.startCount()
+	h.killDaemon()
+	pw.CloseWithError(errors.New("power cut"))
+	<-done
+	h.until("1.0.0 healthy after the cut upload", func() bool { return h.startCount() > starts && h.healthVersion() == "1.0.0" })
+	if st := h.state(); st.Active != "a" || st.Trial {
+		t.Fatalf("after a cut upload: %+v", st)
+	}
+	if m, _ := filepath.Glob(filepath.Join(h.data, firmware.StageDir, "*")); len(m) != 0 {
+		t.Fatalf("a cut upload left %v", m)
+	}
+
+	// 2. Right after the daemon accepted the bundle (staged, fsync'd,
+	// answered), before it exits; then 3. six cuts during qubiq-slot's
+	// install at the next starts.
+	h.mu.Lock()
+	h.agentKills = []time.Duration{time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond, 60 * time.Millisecond,
+		150 * time.Millisecond, 400 * time.Millisecond}
+	h.mu.Unlock()
+	if code, body := h.flash(good); code != 200 {
+		t.Fatalf("flash 1.1.0: %d %s", code, body)
+	}
+	h.killDaemon()
+	// Cuts after the install count as trial starts (qubiq-slot counts a
+	// start before the daemon runs, so a crash counts): enough of them
+	// roll the trial back, which is a slot that boots too.
+	h.until("a settled slot after the cuts", func() bool {
+		h.mu.Lock()
+		left := len(h.agentKills)
+		h.mu.Unlock()
+		st := h.state()
+		return left == 0 && !st.Trial && st.Last != nil && (st.Last.Action == "confirm" || st.Last.Action == "rollback")
+	})
+	st := h.state()
+	want := map[string]string{"a": "1.0.0", "b": "1.1.0"}[st.Active]
+	h.until("the settled slot healthy", func() bool { return h.healthVersion() == want })
+	if st.Active == "a" && st.Last.Action != "rollback" || st.Active == "b" && st.Last.Action != "confirm" {
+		t.Fatalf("slot %s active after %s", st.Active, st.Last.Action)
+	}
+	if err := firmware.VerifySlot(l, st.Active); err != nil {
+		t.Errorf("active slot %s: %v", st.Active, err)
+	}
+	if cur, err := slots.CurrentSlot(l); err != nil || cur != st.Active {
+		t.Errorf("current %q (%v), active %s", cur, err, st.Active)
+	}
+	t.Logf("settled on slot %s (%s, %s)", st.Active, want, st.Last.Message)
+	if h.bootFails != 0 {
+		t.Fatalf("%d ExecStartPre failures", h.bootFails)
+	}
+	t.Logf("%d starts, %d qubiq-slot runs cut", h.startCount(), h.agentKilled)
+}
+
+func (h *harness) startCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.starts
+}
+
+// killDaemon sends SIGKILL to the running daemon (a power cut for it).
+func (h *harness) killDaemon() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.cur != nil && h.cur.Process != nil {
+		h.cur.Process.Kill()
+	}
 }

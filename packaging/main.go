@@ -48,7 +48,7 @@ type options struct {
 
 func run(args []string, stdout io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: packaging runtime|package|bundle|keygen [flags]")
+		return errors.New("usage: packaging runtime|package|bundle|keygen|sign [flags]")
 	}
 	cmd, args := args[0], args[1:]
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
@@ -64,8 +64,8 @@ func run(args []string, stdout io.Writer) error {
 	fs.StringVar(&o.Slot, "slot", "", "bundle: the slot tree `dir` (default <out>/slot-<arch>, built by package)")
 	fs.Uint64Var(&o.Schema, "schema", store.SchemaVersion, "bundle: the store schema `version` its daemon writes")
 	var keyName string
-	if cmd == "keygen" && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		keyName, args = args[0], args[1:]
+	if (cmd == "keygen" || cmd == "sign") && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		keyName, args = args[0], args[1:] // sign: the bundle
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -107,6 +107,18 @@ func run(args []string, stdout io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(stdout, "private key %s (keep it secret), trusted-keys line in %s.pub:\n%s", o.Key, o.Key, pub)
+		return nil
+	case "sign":
+		// A release manager signs a bundle built elsewhere with the
+		// production key, in place (every hash is checked first).
+		if keyName == "" || o.Key == "" {
+			return errors.New("usage: packaging sign BUNDLE.qfw --key FILE (re-signs BUNDLE in place)")
+		}
+		m, err := firmware.SignFile(keyName, "", o.Key)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s: version %s (%s) signed\n", keyName, m.Version, m.Arch)
 		return nil
 	}
 	return fmt.Errorf("unknown command %q", cmd)

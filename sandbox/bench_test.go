@@ -130,7 +130,7 @@ func benchLoop(b *testing.B, p *Pool, entry string, tags int) {
 }
 
 // BenchmarkTagRead_1 is one system.tag.read of 1 tag from Python, round trip
-// (PERFORMANCE.md B4: p50 ≤ 40 µs).
+// (bench/README.md, B4: p50 ≤ 40 µs).
 func BenchmarkTagRead_1(b *testing.B) { benchLoop(b, benchPool(b), "read", 1) }
 
 // BenchmarkTagRead_100 is one system.tag.read of 100 tags (B4: p50 ≤ 80 µs).
@@ -147,7 +147,7 @@ func BenchmarkTagRead_100_Rows(b *testing.B) {
 func BenchmarkEmptyCall(b *testing.B) { benchLoop(b, benchPool(b), "empty", 0) }
 
 // BenchmarkPipeFloor is the raw floor: a 2-byte frame echoed by Python over
-// two pipes, no JSON on either side (PERFORMANCE.md C1: about 25 µs).
+// two pipes, no JSON on either side (bench/README.md, C1: about 25 µs).
 func BenchmarkPipeFloor(b *testing.B) {
 	prog := `
 import os, struct
@@ -190,7 +190,14 @@ while True:
 // BenchmarkDispatch_TagRead100 is the daemon's share of a 100-tag
 // system.tag.read: decoding the call frame, the scope check, the
 // TagReader, the column encoding and the result frame (no process).
-func BenchmarkDispatch_TagRead100(b *testing.B) {
+func BenchmarkDispatch_TagRead100(b *testing.B) { benchDispatch(b, 100) }
+
+// BenchmarkDispatch_TagRead1 is the same for one tag: the daemon's share of
+// bench-sandbox's read1 round trip, beside the floor of empty frames
+// (bench/README.md, "The script call floor").
+func BenchmarkDispatch_TagRead1(b *testing.B) { benchDispatch(b, 1) }
+
+func benchDispatch(b *testing.B, tags int) {
 	cfg := DefaultConfig()
 	cfg.PythonPath = testPython()
 	cfg.DataDir = b.TempDir()
@@ -200,7 +207,7 @@ func BenchmarkDispatch_TagRead100(b *testing.B) {
 	}
 	var sb strings.Builder
 	sb.WriteString(`{"type":"call","exec":"0123456789abcdef","id":5,"method":"tag.read","params":{"paths":[`)
-	for i := range 100 {
+	for i := range tags {
 		if i > 0 {
 			sb.WriteByte(',')
 		}

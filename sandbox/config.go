@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Config is the python section of the daemon config (DESIGN.md, "Daemon
+// Config is the python section of the daemon config (docs/config.md, "Daemon
 // config"). The worker limits are on by default (DefaultConfig: 256 MiB,
 // 64 processes and threads, 1 core); a zero limit is off, which the daemon
 // config says only as python.<limit>: unlimited, and Health says so.
@@ -60,7 +60,7 @@ type Config struct {
 // DefaultPythonPath is the bundled runtime's interpreter on the appliance.
 const DefaultPythonPath = "/usr/lib/qubiq/current/python/bin/python3"
 
-// Worker limits when the config names none (DESIGN.md, Daemon config: safe
+// Worker limits when the config names none (docs/config.md, Daemon config: safe
 // defaults; docs/limits.md): a script cannot take a small appliance, and
 // the daemon with it, by allocating or starting threads without bound.
 const (
@@ -69,7 +69,7 @@ const (
 	DefaultCPUMax    = 1.0       // cores per worker
 )
 
-// DefaultConfig returns the defaults of DESIGN.md's daemon config: 2
+// DefaultConfig returns the defaults of docs/config.md's daemon config: 2
 // replicas, gateway timeout 10s clamped to [10ms, 10m], node timeout 60s,
 // the worker limits DefaultMemoryMax, DefaultPidsMax and DefaultCPUMax,
 // recycling after 1000 runs or above 192 MiB, a queue of 256, no package
@@ -90,7 +90,7 @@ func DefaultConfig() Config {
 	return c
 }
 
-// ApplyEnv applies the environment overrides of DESIGN.md: PYTHON_PATH
+// ApplyEnv applies the environment overrides of docs/config.md, "Environment": PYTHON_PATH
 // replaces PythonPath and PYTHON_WORKER_REPLICAS replaces Replicas. lookup is
 // os.LookupEnv in the daemon. The daemon calls it after reading the YAML so
 // the environment wins. The error names a variable whose value is invalid.

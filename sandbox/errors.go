@@ -6,7 +6,7 @@ import (
 )
 
 // The kinds of a RunError: the "kind" of the REST problem document
-// (DESIGN.md, REST, POST /scripts/{module}/{entry}/run).
+// (docs/api.md, REST, POST /scripts/{module}/{entry}/run).
 const (
 	KindTimeout        = "timeout"               // the run passed its timeout; the worker was killed and replaced (504)
 	KindPermission     = "permission_denied"     // a system.* call was refused and the script let it escape (403)

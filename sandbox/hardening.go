@@ -18,7 +18,7 @@ import (
 	"time"
 )
 
-// The values of each python.hardening key (DESIGN.md, "Daemon config"):
+// The values of each python.hardening key (docs/config.md, "Daemon config"):
 // auto applies the layer where the host supports it, on requires it (a
 // worker does not start without it, and health says why), off leaves it out.
 const (
@@ -28,7 +28,7 @@ const (
 )
 
 // Hardening is python.hardening: the optional OS layers the sandbox-exec
-// helper applies to each worker before it executes Python (SANDBOX.md
+// helper applies to each worker before it executes Python (docs/security.md, "The script sandbox"
 // §3.6). Each field is "auto" (or ""), "on" or "off".
 //
 //   - NoNewPrivs: prctl(PR_SET_NO_NEW_PRIVS): no setuid or file-capability
@@ -378,7 +378,7 @@ func (p *Pool) landlockRules(ctx context.Context) (*landlockFS, error) {
 
 // elfInterpreter returns the PT_INTERP of the ELF file at path ("" for a
 // static binary). Landlock needs execute on it: the kernel opens it with
-// exec permission when it starts the interpreter (SANDBOX.md §3.6).
+// exec permission when it starts the interpreter (docs/security.md, "The script sandbox").
 func elfInterpreter(path string) (string, error) {
 	f, err := elf.Open(path)
 	if err != nil {

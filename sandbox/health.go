@@ -8,7 +8,7 @@ import (
 	"qubiq.dev/edge/sandbox/cgroup"
 )
 
-// Health is the sandbox part of GET /health (DESIGN.md, REST): the isolation
+// Health is the sandbox part of GET /health (docs/api.md, REST): the isolation
 // mode, the limits in force (null: off, python.<limit>: unlimited), the hardening
 // layers, the Python runtime, the linter ("ruff" or "syntax-only") and the
 // pool's counters. Reasons say what is wrong when anything is.
@@ -48,7 +48,7 @@ type HealthLimits struct {
 // HealthHardening is the state of each protection of the workers beyond
 // the limits: "active", "disabled" (by python.hardening), or
 // "unavailable: <why>". NoNewPrivs, NetNS and Landlock follow
-// python.hardening (SANDBOX.md §3.6; LandlockABI is the kernel's Landlock
+// python.hardening (docs/security.md, "The script sandbox"; LandlockABI is the kernel's Landlock
 // ABI, 0 without one); the others are always on when they can be:
 // ProcessGroup (kill of the whole process group), AuditHook (the Python
 // audit hook while a script runs), CleanEnv (an environment built from

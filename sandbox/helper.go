@@ -16,7 +16,7 @@ import (
 )
 
 // helperArg is the subcommand of the daemon binary that confines itself and
-// then executes Python (SANDBOX.md §2.1).
+// then executes Python (docs/security.md, "The script sandbox").
 const helperArg = "sandbox-exec"
 
 // helperReady is set by MaybeRunHelper: the running binary handles
@@ -98,7 +98,7 @@ func runHelper(args []string) error {
 				return err
 			}
 			// Writing our pid moves the whole thread group before Python
-			// exists: it never runs outside its cgroup (SANDBOX.md §1.3).
+			// exists: it never runs outside its cgroup (docs/security.md, "The script sandbox").
 			if err := os.WriteFile(f, []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
 				return fmt.Errorf("join cgroup %s: %w", f, err)
 			}

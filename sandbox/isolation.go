@@ -23,7 +23,7 @@ type isolation struct {
 	note   string // why a better mode was not used
 }
 
-// setupIsolation detects the mode once (SANDBOX.md §1.1). The operator
+// setupIsolation detects the mode once (docs/security.md, "The script sandbox"). The operator
 // overrides QUBIQ_SANDBOX_CGROUP_MODE (auto|cgroup2|cgroup1|rlimit) and
 // QUBIQ_SANDBOX_CGROUP_PARENT (a cgroup path) are read from the daemon's
 // environment.
@@ -105,7 +105,7 @@ func (iso *isolation) slot(i int) (confined, error) {
 		args := base
 		if iso.limits.MemoryMax > 0 {
 			// RLIMIT_AS limits address space, not resident memory: 4x the
-			// budget leaves room for arenas and thread stacks (SANDBOX.md §1.4).
+			// budget leaves room for arenas and thread stacks (docs/security.md, "The script sandbox").
 			args = append(args, "--rlimit", "as="+strconv.FormatInt(4*iso.limits.MemoryMax, 10))
 		}
 		return &rlimitConf{args: args}, nil

@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Landlock access sets of the worker's rules (SANDBOX.md §3.6). Directory
+// Landlock access sets of the worker's rules (docs/security.md, "The script sandbox"). Directory
 // rights on a file are refused by the kernel ("inconsistent access
 // rights"), so files and directories get separate sets.
 const (

@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// The linters of DESIGN.md (REST, POST /scripts/lint; health "linter").
+// The linters of docs/api.md (REST, POST /scripts/lint; health "linter").
 const (
 	LinterRuff       = "ruff"
 	LinterSyntaxOnly = "syntax-only"
@@ -27,7 +27,7 @@ const lintTimeout = 20 * time.Second
 // findRuff returns the ruff executable the linter uses: ruff in the
 // runtime's bin/ (the directory of python.path as configured, then of the
 // resolved interpreter), else ruff on the daemon's PATH; "" when there is
-// none (DESIGN.md, "Python side": "Linting uses ruff when found (the
+// none (docs/scripting.md, "Python side": "Linting uses ruff when found (the
 // runtime's bin/, then PATH)").
 func findRuff(configured, resolved string) string {
 	for _, py := range []string{configured, resolved} {
@@ -49,7 +49,7 @@ func findRuff(configured, resolved string) string {
 }
 
 // Lint lints code (a whole module) and returns which linter ran and its
-// diagnostics, sorted by position, in the one shape of DESIGN.md (1-based
+// diagnostics, sorted by position, in the one shape of docs/api.md, POST /scripts/lint (1-based
 // line and character column, code, message, severity "error" or
 // "warning").
 //
@@ -156,7 +156,7 @@ func (p *Pool) runRuff(ctx context.Context, ruff, code string) ([]Diagnostic, er
 }
 
 // ruffItem is one element of `ruff check --output-format json` (ruff
-// 0.1 to 0.13 and later; SANDBOX.md §5.1).
+// 0.1 to 0.13 and later; docs/security.md, "The script sandbox").
 type ruffItem struct {
 	Code     *string `json:"code"`
 	Message  string  `json:"message"`

@@ -81,6 +81,7 @@ func (p *Pool) RunNodes(ctx context.Context, g auth.Grant, module, entry string,
 	j.flow = true
 	j.batch = msgs
 	r := p.submit(j)
+	p.stats.countResult(r.err)
 	if r.err != nil && len(r.items) == 0 {
 		return nil, r.err
 	}

@@ -441,7 +441,7 @@ func TestPool_CheckIndex(t *testing.T) {
 	}
 }
 
-// copyRuntime lays out a private runtime as the bundled one is (PEERS.md):
+// copyRuntime lays out a private runtime as the bundled one is (scripts/ensure-deps.sh):
 // Debian's python3.11 executable in DIR/bin, its standard library in
 // DIR/lib/python3.11 (hard links where possible), and pip beside it.
 func copyRuntime(t *testing.T) string {

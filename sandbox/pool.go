@@ -175,6 +175,7 @@ type Pool struct {
 	queued   atomic.Int64
 	timeouts atomic.Uint64
 	ooms     atomic.Uint64
+	stats    runStats // runs by result, worker restarts (stats.go)
 }
 
 // defaultAllowed are the import roots every script has: system, math, json,
@@ -483,6 +484,7 @@ func (p *Pool) Run(ctx context.Context, g auth.Grant, module, entry string, args
 		return RunResult{}, err
 	}
 	r := p.submit(j)
+	p.stats.countResult(r.err)
 	return r.res, r.err
 }
 
@@ -497,6 +499,7 @@ func (p *Pool) RunNode(ctx context.Context, g auth.Grant, module, entry string, 
 	}
 	j.flow = true
 	r := p.submit(j)
+	p.stats.countResult(r.err)
 	return r.res, r.err
 }
 

@@ -31,7 +31,8 @@ func (p *Pool) slotLoop(i int, w *worker) {
 		}
 	}()
 	backoff := 100 * time.Millisecond
-	rolling := false // this slot holds p.roll
+	started := w != nil // a worker ran in this slot: the next one is a restart
+	rolling := false    // this slot holds p.roll
 	release := func() {
 		if rolling {
 			<-p.roll
@@ -80,6 +81,10 @@ func (p *Pool) slotLoop(i int, w *worker) {
 			}
 			release()
 			p.setSlotErr(i, nil)
+			if started {
+				p.stats.restarts.Add(1)
+			}
+			started = true
 			p.live.Add(1)
 			p.setSlot(i, w)
 			backoff = 100 * time.Millisecond

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -18,7 +19,7 @@ import (
 // system.tag.read (METHODS.md). When the Services given to New implement
 // it, the dispatcher calls ReadTags instead of Call("tag.read") and sends
 // the worker a column-oriented answer it encodes itself, which costs both
-// sides a fraction of the row form (PERFORMANCE.md B4).
+// sides a fraction of the row form (bench/README.md, B4).
 //
 // ReadTags returns one VQT per path, in order, for grant g (whose tag:read
 // scope the dispatcher has checked): an unknown path is Bad_NodeIdUnknown,
@@ -192,9 +193,31 @@ func encodeColumns(vqts []value.VQT) (json.RawMessage, error) {
 
 func appendTime(b []byte, t time.Time) []byte {
 	b = append(b, '"')
-	b = t.UTC().AppendFormat(b, TimeFormat)
+	if y := t.Year(); y < 1900 || y > 2200 { // outside UnixNano's range: no cache
+		b = t.UTC().AppendFormat(b, TimeFormat)
+		return append(b, '"')
+	}
+	ns := t.UnixNano()
+	if c := lastTime.Load(); c != nil && c.ns == ns {
+		b = append(b, c.s...)
+	} else {
+		n := len(b)
+		b = t.UTC().AppendFormat(b, TimeFormat)
+		lastTime.Store(&formattedTime{ns: ns, s: string(b[n:])})
+	}
 	return append(b, '"')
 }
+
+// formattedTime is one instant and its text in TimeFormat.
+type formattedTime struct {
+	ns int64
+	s  string
+}
+
+// lastTime caches the instant appendTime formatted last: the tags of one
+// scan share their timestamp, and a script polling them reads the same one
+// until the next scan, so most reads format no time at all.
+var lastTime atomic.Pointer[formattedTime]
 
 // appendValue appends a tag value (value.Normalize form) as JSON.
 func appendValue(b []byte, v value.Value) ([]byte, error) {

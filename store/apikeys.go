@@ -12,7 +12,7 @@ import (
 	"qubiq.dev/edge/auth"
 )
 
-// APIKey is an API key as stored (DESIGN.md, REST "POST /apikeys"): the
+// APIKey is an API key as stored (docs/api.md, REST "POST /apikeys"): the
 // SHA-256 Hash of its secret (the token itself is never stored), the scopes,
 // write level, permissions and tag prefixes it grants, when it expires (zero:
 // never), when it was created and whether it was revoked. WriteLevel is a

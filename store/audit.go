@@ -13,11 +13,11 @@ import (
 )
 
 // ErrAuditFull is returned by AuditLog.Enqueue when the queue is full (the
-// disk is slow or failing). DESIGN.md, "Audit": an equipment write whose
+// disk is slow or failing). docs/security.md, "Audit": an equipment write whose
 // audit record cannot be queued is refused; the caller refuses it.
 var ErrAuditFull = errors.New("audit queue full")
 
-// AuditRecord is one audit record (DESIGN.md, "Audit"): one per write that
+// AuditRecord is one audit record (docs/security.md, "Audit"): one per write that
 // reaches equipment (Target is the tag, Before the last known VQT and After
 // the value written, both as JSON), one per script run, one per refusal, one
 // per administrative change. Seq is given by the store when the record is
@@ -121,7 +121,8 @@ func NewAuditLog(db *DB, opts AuditOptions, logger *slog.Logger) *AuditLog {
 
 // Enqueue queues rec for the next group commit and returns at once: nil when
 // queued, ErrAuditFull when the queue is full, ErrClosed after Close, or an
-// error wrapping ErrInvalid when Before or After is not valid JSON. rec.Seq
+// error wrapping ErrInvalid when Before or After is not valid JSON (invalid
+// UTF-8 in them is stored as U+FFFD, so the log's output stays valid JSON). rec.Seq
 // is ignored (the commit gives it); a zero rec.Time is set to now. Only a nil
 // return means the record will be committed; a caller making an equipment
 // write refuses the write on any error.
@@ -131,6 +132,7 @@ func (l *AuditLog) Enqueue(rec AuditRecord) error {
 		rec.Time = l.db.now()
 	}
 	rec.Time = rec.Time.UTC()
+	rec.Before, rec.After = validUTF8(rec.Before), validUTF8(rec.After)
 	data, err := json.Marshal(rec)
 	if err != nil {
 		return fmt.Errorf("store: audit record %q on %q: %w: %w", rec.Action, rec.Target, err, ErrInvalid)
@@ -374,6 +376,13 @@ const auditQueryMax = 10000
 // number above afterSeq, in sequence order (page with the last Seq). limit
 // <= 0 means 1000; it is capped at 10000.
 func (db *DB) AuditRecords(afterSeq uint64, limit int) ([]AuditRecord, error) {
+	return db.AuditRecordsWhere(afterSeq, limit, nil)
+}
+
+// AuditRecordsWhere is AuditRecords keeping only the records for which
+// match reports true (nil: every record): up to limit of them, in sequence
+// order, looking through the log after afterSeq until it has them.
+func (db *DB) AuditRecordsWhere(afterSeq uint64, limit int, match func(AuditRecord) bool) ([]AuditRecord, error) {
 	if limit <= 0 {
 		limit = 1000
 	}
@@ -393,12 +402,9 @@ func (db *DB) AuditRecords(afterSeq uint64, limit int) ([]AuditRecord, error) {
 			if err != nil {
 				return fmt.Errorf("audit: %w", err)
 			}
-			var rec AuditRecord
-			if err := json.Unmarshal(v, &rec); err != nil {
-				return fmt.Errorf("audit record %d: %w", seq, err)
+			if rec := decodeAuditRecord(seq, v); match == nil || match(rec) {
+				out = append(out, rec) // Unmarshal copies Before and After out of the page
 			}
-			rec.Seq = seq
-			out = append(out, rec) // Unmarshal copies Before and After out of the page
 		}
 		return nil
 	})

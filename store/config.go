@@ -12,7 +12,7 @@ import (
 var keyProject = []byte("current")
 
 // PutProject stores doc as the project configuration, replacing the previous
-// one. doc is one versioned JSON document (STYLE.md §9): it must be a JSON
+// one. doc is one versioned JSON document (docs/architecture.md): it must be a JSON
 // object, and the version it carries is its owner's to define and check;
 // the store keeps the bytes as given. A doc that is not a JSON object wraps
 // ErrInvalid and nothing is written.

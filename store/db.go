@@ -14,7 +14,7 @@ import (
 )
 
 // FileName is the name of the bbolt file inside the data directory
-// (DESIGN.md, "Data directory").
+// (docs/config.md, "Data directory").
 const FileName = "qubiq.db"
 
 // Sentinel errors. Compare with errors.Is; the errors returned wrap them with
@@ -51,7 +51,7 @@ var (
 // Options configures Open.
 type Options struct {
 	// Timeout is how long Open waits for the file lock before it fails with
-	// ErrInUse (DESIGN.md config "store.open_timeout"). Zero or negative
+	// ErrInUse (docs/config.md config "store.open_timeout"). Zero or negative
 	// means DefaultOptions.Timeout: the wait is never unbounded.
 	Timeout time.Duration
 
@@ -67,7 +67,7 @@ type Options struct {
 }
 
 // DefaultOptions are the options used for zero fields of Options: a 5 s
-// lock timeout (DESIGN.md, config "store.open_timeout: 5s").
+// lock timeout (docs/config.md, config "store.open_timeout: 5s").
 var DefaultOptions = Options{Timeout: 5 * time.Second}
 
 // DB is the open store. Its methods are safe for concurrent use. Close it

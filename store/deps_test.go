@@ -6,7 +6,7 @@ import (
 	"qubiq.dev/edge/internal/deptest"
 )
 
-// TestDeps_Store holds store's "must not import" column (DESIGN.md, Layout
+// TestDeps_Store holds store's "must not import" column (docs/architecture.md, Layout
 // and dependency direction): api, sandbox, mqtt, device, tagengine.
 func TestDeps_Store(t *testing.T) {
 	for _, pkg := range []string{"qubiq.dev/edge/store", "qubiq.dev/edge/store/storetest"} {

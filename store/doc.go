@@ -1,5 +1,5 @@
 // Package store is QUBIQ Edge's persistent state in one bbolt file
-// (`<data_dir>/qubiq.db`, DESIGN.md "Data directory"): the schema version and
+// (`<data_dir>/qubiq.db`, docs/config.md "Data directory"): the schema version and
 // its migrations, the project configuration document, meta values, the last
 // value of every tag, API keys, versioned scripts, the audit log, users and
 // sessions, system.vars (Vars), tag history (History: a group-committed
@@ -9,7 +9,7 @@
 // Who may import it: daemon (which wires it), api and mqtt reach it through
 // interfaces they define, never through bbolt. store imports bbolt, value and
 // auth only; it must not import api, sandbox, mqtt, device or tagengine
-// (DESIGN.md, "Layout and dependency direction"; checked by deps_test.go).
+// (docs/architecture.md, "Layout and dependency direction"; checked by deps_test.go).
 //
 // # Rules it keeps
 //

@@ -13,8 +13,8 @@ import (
 	"qubiq.dev/edge/value"
 )
 
-// History samples are packed per tag in blocks (DESIGN.md, store: history;
-// PERFORMANCE.md B9: packing samples per tag is how ingest beats one row per
+// History samples are packed per tag in blocks (docs/project.md, store: history;
+// bench/README.md, B9: packing samples per tag is how ingest beats one row per
 // sample). A block is
 //
 //	[1]  format version (blockVersion)

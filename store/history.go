@@ -38,7 +38,7 @@ type HistoryOptions struct {
 	// offered beyond it are dropped and counted (Stats.Dropped, Alarms).
 	Queue int
 	// CommitEvery is the group-commit period: samples offered meanwhile are
-	// committed together, in one transaction (PERFORMANCE.md B9).
+	// committed together, in one transaction (bench/README.md, B9).
 	CommitEvery time.Duration
 	// CheckpointEvery and CheckpointSamples say when the journal is folded
 	// into per-tag blocks: after that long, or once that many samples are
@@ -62,7 +62,7 @@ type HistoryOptions struct {
 
 // DefaultHistoryOptions: a queue of 262,144 samples, group commits every
 // 250 ms (bbolt fsyncs twice per commit, data then meta: 8 fsyncs/s, under
-// PERFORMANCE.md B9's 10), checkpoints every minute or 1,000,000 samples
+// bench/README.md, B9's 10), checkpoints every minute or 1,000,000 samples
 // (about 16 MB of journal), retention every 10 minutes.
 var DefaultHistoryOptions = HistoryOptions{
 	Queue: 262144, CommitEvery: 250 * time.Millisecond,
@@ -98,9 +98,10 @@ type HistoryStats struct {
 	RetentionDeleted   uint64 // blocks deleted by retention
 	Bytes              int64  // bytes of blocks (what MaxBytes bounds)
 	Journal            int    // committed samples not yet in blocks
+	Queue              int    // samples waiting to be committed (the bounded queue and a failed commit's backlog)
 }
 
-// History records tag history (DESIGN.md, store: history; issue 4
+// History records tag history (docs/project.md, store: history; issue 4
 // system.hist). Offer never blocks: samples wait in a bounded queue and one
 // writer goroutine group-commits them every CommitEvery into a journal (one
 // transaction, one fsync pair, per commit), and folds the journal into
@@ -198,7 +199,7 @@ func OpenHistory(db *DB, opts HistoryOptions) (*History, error) {
 // Offer is the tag engine's history feed (tagengine.Engine.SubscribeHistory,
 // which applies each tag's recording policy): it records v for path
 // without blocking. v.Time is the source timestamp (now when zero). A
-// sample the queue cannot take is dropped and counted (DESIGN.md: events
+// sample the queue cannot take is dropped and counted (docs/architecture.md: events
 // are never dropped silently).
 func (h *History) Offer(path string, v value.VQT) {
 	h.Record(path, Sample{Time: v.Time, Value: v.Value, Quality: v.Quality, StatusCode: v.StatusCode})
@@ -476,7 +477,7 @@ func (h *History) Stats() HistoryStats {
 	s.Bytes, s.Journal = h.bytes, h.openN
 	h.mu.RUnlock()
 	h.inMu.Lock()
-	s.Offered, s.Dropped = h.offered, h.dropped
+	s.Offered, s.Dropped, s.Queue = h.offered, h.dropped, len(h.in)+h.backlog
 	h.inMu.Unlock()
 	return s
 }
@@ -485,7 +486,7 @@ func (h *History) Stats() HistoryStats {
 const dropAlarmFor = 10 * time.Minute
 
 // Alarms returns what health must show about history, one reason each: a
-// failing retention job (DESIGN.md field case C24: a retention job that
+// failing retention job (docs/config.md, store, C24: a retention job that
 // fails raises an alarm), failing commits, and queue overflows in the last
 // 10 minutes. Empty when all is well.
 func (h *History) Alarms() []string {

@@ -12,7 +12,7 @@ import (
 // Queries: raw ranges and interval aggregates (system.hist.getTrends,
 // GET /api/v1/history), merging blocks and the journal.
 
-// Aggregate names a getTrends aggregate (DESIGN.md, system.hist.getTrends).
+// Aggregate names a getTrends aggregate (docs/scripting.md, system.hist.getTrends).
 type Aggregate string
 
 // The aggregates of getTrends.

@@ -229,7 +229,7 @@ func TestOpen_CreatesDirAndFile(t *testing.T) {
 		t.Errorf("schema version = %d, %v; want %d", v, err, SchemaVersion)
 	}
 	if DefaultOptions.Timeout != 5*time.Second {
-		t.Errorf("DefaultOptions.Timeout = %s, want 5s (DESIGN.md store.open_timeout)", DefaultOptions.Timeout)
+		t.Errorf("DefaultOptions.Timeout = %s, want 5s (docs/config.md store.open_timeout)", DefaultOptions.Timeout)
 	}
 }
 

@@ -21,7 +21,7 @@ var (
 )
 
 // User is a person who logs in with a password, as stored (issue 7;
-// DESIGN.md "Levels, realms, scopes, grants"). Realm is "platform" or
+// docs/security.md "Levels, realms, scopes, grants"). Realm is "platform" or
 // "operator"; Level an operator's level name ("operate"), empty for platform
 // users; Permissions the contract's names; Hash the argon2id PHC string
 // (never the password).

@@ -20,7 +20,7 @@ import (
 // without a migration; a missing bucket reads as empty.
 var bucketVars = []byte("vars")
 
-// Limits of system.vars (DESIGN.md, "Python side": system.vars).
+// Limits of system.vars (docs/scripting.md, "Python side": system.vars).
 const (
 	// MaxVarKey is the longest key, in bytes.
 	MaxVarKey = 512
@@ -42,7 +42,7 @@ type Var struct {
 }
 
 // Vars is system.vars over the store: JSON values by key, each change
-// committed (fsync'd) before the call returns (DESIGN.md, hard-won rules:
+// committed (fsync'd) before the call returns (docs/architecture.md, rules from the field:
 // "system.vars is committed before the call returns").
 //
 // Changes go through one writer goroutine that runs every change waiting

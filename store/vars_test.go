@@ -243,7 +243,7 @@ const (
 // TestVars_Set_SurvivesKill9 re-executes the test binary as a child that
 // sets vars in a loop and prints "SET <n>" after each Set returned; the
 // parent SIGKILLs it while it runs, reopens the file and finds every var
-// the child reported (DESIGN.md: committed before the call returns).
+// the child reported (docs/scripting.md, system.vars: committed before the call returns).
 func TestVars_Set_SurvivesKill9(t *testing.T) {
 	if path := os.Getenv(envVarsChild); path != "" {
 		varsKillChild(path)

@@ -2,7 +2,7 @@
 // classes that poll drivers, the current VQT of every tag, the fan-out of
 // changes to subscribers, and the write path, where the caller's grant is
 // checked (scope tag:write, then each tag's write level, then read-only and
-// type) before anything reaches a driver (DESIGN.md, "Levels, realms,
+// type) before anything reaches a driver (docs/security.md, "Levels, realms,
 // scopes, grants").
 //
 // tagengine imports device, value and auth only. What it needs from the
@@ -28,7 +28,7 @@ import (
 )
 
 // LastValueSink persists the last VQT of tags so that a restart can serve
-// them as Uncertain_LastUsableValue (DESIGN.md, Quality). A value it
+// them as Uncertain_LastUsableValue (docs/project.md, Quality). A value it
 // cannot store must not stop the others: it stores them and returns an
 // error with a FailedPaths() []string method naming the ones it did not
 // (the engine does not retry those); any other error means nothing was
@@ -53,14 +53,14 @@ type AuditEvent struct {
 
 // AuditSink queues audit records. CanAudit reports (nil) whether a record can
 // be queued now: a write to equipment whose record could not be queued is
-// refused (DESIGN.md, Audit). Audit queues one record.
+// refused (docs/security.md, Audit). Audit queues one record.
 type AuditSink interface {
 	CanAudit() error
 	Audit(ev AuditEvent) error
 }
 
 // LevelSource resolves the write level of tags. An unknown tag resolves to
-// the baseline. An error refuses the whole write batch (DESIGN.md: a failed
+// the baseline. An error refuses the whole write batch (docs/api.md, POST /tags/write: a failed
 // level lookup refuses the whole call).
 type LevelSource interface {
 	WriteLevels(ctx context.Context, paths []string) (map[string]auth.Level, error)
@@ -121,9 +121,13 @@ type tagState struct {
 	grp   *group
 	// seeded is set while cur is a last value read back after a restart and
 	// the device has not answered yet: bad reads keep it
-	// Uncertain_LastUsableValue (DESIGN.md, Quality).
+	// Uncertain_LastUsableValue (docs/project.md, Quality).
 	seeded bool
 	hist   histState // the history policy's memory (history.go)
+	// written is the engine's write generation (Engine.writeGen) at which
+	// a write to a driver that holds its values set cur; a scan whose read
+	// began before it leaves cur alone (its reading may predate the write).
+	written uint64
 }
 
 type group struct {
@@ -134,6 +138,8 @@ type group struct {
 	tags       []*tagState
 	points     []device.Point
 	kick       chan struct{}
+	// changes is apply's scratch buffer, reused from scan to scan.
+	changes []Change
 }
 
 // Engine holds the tags and their current values. Create it with New, start
@@ -146,8 +152,11 @@ type Engine struct {
 	order   []string
 	groups  []*group
 
-	mu   sync.RWMutex // guards tagState.cur and .dirty
-	subs *subRegistry // shared with the engine's successor (TakeOver)
+	mu sync.RWMutex // guards tagState.cur and .dirty
+
+	flushMu  sync.Mutex           // one flush at a time
+	flushBuf map[string]value.VQT // flush's map, reused
+	subs     *subRegistry         // shared with the engine's successor (TakeOver)
 
 	// retired is set when a successor took over (TakeOver): a change a
 	// driver still pushes into this engine is not published.
@@ -159,7 +168,9 @@ type Engine struct {
 	polled    int          // groups with a scan loop; set by Start
 	progress  atomic.Int64 // unix nanos of the last completed scan
 	scans     atomic.Uint64
+	writeGen  atomic.Uint64 // counts the writes the engine published itself (held values)
 	overruns  atomic.Uint64
+	changes   atomic.Uint64 // changes published (Counts)
 	wg        sync.WaitGroup
 	cancel    context.CancelFunc
 	startOnce sync.Once
@@ -172,11 +183,6 @@ type subRegistry struct {
 	next int
 	m    map[int]*subscriber
 	hist map[int]*subscriber // SubscribeHistory
-}
-
-type subscriber struct {
-	ch      chan Change
-	dropped atomic.Uint64
 }
 
 // New builds an engine over the devices (by name) and tags. Each tag must
@@ -251,7 +257,7 @@ func New(cfg Config, devices map[string]device.Driver, tags []Tag) (*Engine, err
 
 // Seed sets last values read back from the store after a restart. Each
 // becomes Uncertain_LastUsableValue (keeping its value and time) until the
-// device answers (DESIGN.md, Quality). A driver that holds values itself
+// device answers (docs/project.md, Quality). A driver that holds values itself
 // (device.Restorer: the simulator's memory) takes its value back, so a
 // setpoint written before the restart is not lost. Unknown paths are
 // ignored. Call Seed before Start.
@@ -342,11 +348,12 @@ func (e *Engine) scanLoop(ctx context.Context, g *group) {
 			}
 		}
 		start := time.Now()
+		gen := e.writeGen.Load()
 		vals := g.drv.Read(ctx, g.points)
 		if ctx.Err() != nil {
 			return
 		}
-		e.apply(g, vals)
+		e.apply(g, vals, gen)
 		e.scans.Add(1)
 		e.progress.Store(time.Now().UnixNano())
 		next := g.period - time.Since(start)
@@ -358,12 +365,21 @@ func (e *Engine) scanLoop(ctx context.Context, g *group) {
 	}
 }
 
-func (e *Engine) apply(g *group, vals []value.VQT) {
-	var changes []Change
+// apply takes a scan's readings for g's tags. gen is the write generation
+// when the read began: a tag written (and published by the engine) after
+// that keeps its written value, so a value never goes backwards; the next
+// scan, which the write kicked, reads the device again. Only g's scan loop
+// calls it: the changes are gathered in the group's scratch buffer, reused
+// from scan to scan, and published as one batch (publish).
+func (e *Engine) apply(g *group, vals []value.VQT, gen uint64) {
+	changes := g.changes[:0]
 	e.mu.Lock()
 	for i, st := range g.tags {
 		if i >= len(vals) {
 			break
+		}
+		if st.written > gen {
+			continue
 		}
 		if c, ok := e.update(st, vals[i]); ok {
 			changes = append(changes, c)
@@ -373,6 +389,8 @@ func (e *Engine) apply(g *group, vals []value.VQT) {
 	if len(changes) > 0 {
 		e.publish(changes)
 	}
+	clear(changes) // keep no values alive between scans
+	g.changes = changes
 }
 
 // applyOne takes one pushed change (a monitored item) for the i-th tag of g.
@@ -417,7 +435,7 @@ func (e *Engine) update(st *tagState, v value.VQT) (Change, bool) {
 		}
 	}
 	if !v.Quality.IsGood() && v.Value == nil {
-		// Keep the last known value with the new quality (DESIGN.md,
+		// Keep the last known value with the new quality (docs/api.md,
 		// REST: value is the last known value when quality is not Good).
 		v.Value = old.Value
 	}
@@ -471,40 +489,52 @@ func nonFinite(v value.VQT, raw value.Value, pass bool) value.VQT {
 
 // publish hands changes to the subscribers, and those that pass their
 // tag's history policy to the history subscribers.
+// They are copied into a pooled batch the subscribers share (fanout.go);
+// the caller keeps changes.
 func (e *Engine) publish(changes []Change) {
 	if e.retired.Load() {
 		return
 	}
-	var hist []Change
-	for _, c := range changes {
-		if c.record {
-			hist = append(hist, c)
+	e.changes.Add(uint64(len(changes)))
+	n := 0
+	for i := range changes {
+		if changes[i].record {
+			n++
 		}
 	}
-	if len(hist) > 0 {
-		e.publishHistory(hist)
-	}
-	e.subs.Lock()
-	defer e.subs.Unlock()
-	for _, s := range e.subs.m {
+	if n > 0 {
+		hb := newBatch(nil)
 		for _, c := range changes {
-			select {
-			case s.ch <- c:
-			default:
-				if s.dropped.Add(1) == 1 {
-					e.log.Warn("subscriber queue full; changes dropped and counted")
-				}
+			if c.record {
+				hb.c = append(hb.c, c)
 			}
 		}
+		e.publishHistory(hb)
+		hb.release()
+	}
+	b := newBatch(changes)
+	e.subs.Lock()
+	for _, s := range e.subs.m {
+		e.offer(s, b)
+	}
+	e.subs.Unlock()
+	b.release()
+}
+
+// offer hands changes to s, counting (and logging at the first) what did
+// not fit.
+func (e *Engine) offer(s *subscriber, b *batch) {
+	if lost := s.offer(b); lost > 0 && s.dropped.Add(uint64(lost)) == uint64(lost) {
+		e.log.Warn(s.warn)
 	}
 }
 
 // Subscribe returns a channel of changes with room for buf pending changes,
 // and a function that ends the subscription. A subscriber that falls behind
-// loses changes; the count is returned by the dropped function (DESIGN.md:
+// loses changes; the count is returned by the dropped function (docs/architecture.md:
 // never dropped silently).
 func (e *Engine) Subscribe(buf int) (ch <-chan Change, dropped func() uint64, cancel func()) {
-	s := &subscriber{ch: make(chan Change, buf)}
+	s := newSubscriber(buf, "subscriber queue full; changes dropped and counted")
 	e.subs.Lock()
 	id := e.subs.next
 	e.subs.next++
@@ -514,6 +544,7 @@ func (e *Engine) Subscribe(buf int) (ch <-chan Change, dropped func() uint64, ca
 		e.subs.Lock()
 		delete(e.subs.m, id)
 		e.subs.Unlock()
+		s.close()
 	}
 }
 
@@ -542,8 +573,14 @@ func (e *Engine) flush() error {
 	if e.cfg.LastValues == nil {
 		return nil
 	}
+	e.flushMu.Lock()
+	defer e.flushMu.Unlock()
+	if e.flushBuf == nil {
+		e.flushBuf = map[string]value.VQT{}
+	}
+	vals := e.flushBuf
+	defer clear(vals) // reused by the next flush; SaveLastValues keeps none of it
 	e.mu.Lock()
-	vals := map[string]value.VQT{}
 	for p, st := range e.tags {
 		if st.dirty && st.cur.Value != nil {
 			vals[p] = st.cur
@@ -582,14 +619,43 @@ func (e *Engine) lookup(p string) (*tagState, bool) {
 	return st, ok
 }
 
+// reasonOutsidePrefixes is the one reason of a read or write refused for a
+// path outside the grant's prefixes.
+const reasonOutsidePrefixes = "path outside the allowed prefixes"
+
+// outsidePrefixes reports whether p, as a tag path (tagpath.Normalize),
+// lies outside g's prefixes. Read and Write check it before looking the
+// tag up, so a path outside them is refused the same way whether or not
+// the tag exists: prefixes cannot be used to probe which tags exist.
+func outsidePrefixes(g auth.Grant, p string) bool {
+	return !g.AllowsPath(tagpath.Normalize(p))
+}
+
 // Progress returns when a scan last completed (Start counts as progress).
-// The systemd watchdog pings only while this moves (DESIGN.md, hard-won
-// rules: the watchdog proves progress).
+// The systemd watchdog pings only while this moves (docs/architecture.md, rules from
+// the field: the watchdog proves progress).
 func (e *Engine) Progress() time.Time { return time.Unix(0, e.progress.Load()) }
 
 // Stats returns the number of completed scans and of scans that overran
 // their period.
 func (e *Engine) Stats() (scans, overruns uint64) { return e.scans.Load(), e.overruns.Load() }
+
+// Counts are the engine's figures for the metrics: the configured tags,
+// the changes published to subscribers, completed scans and those that
+// overran their period, and changes the history feed skipped.
+type Counts struct {
+	Tags        int
+	Changes     uint64
+	Scans       uint64
+	Overruns    uint64
+	HistSkipped uint64
+}
+
+// Counts returns the engine's figures now (counters since New).
+func (e *Engine) Counts() Counts {
+	return Counts{Tags: len(e.tags), Changes: e.changes.Load(), Scans: e.scans.Load(), Overruns: e.overruns.Load(),
+		HistSkipped: e.histSkipped.Load()}
+}
 
 // Tags returns the configured tags whose paths g may see (its prefixes),
 // sorted by path, with their effective write level.
@@ -614,9 +680,10 @@ type TagInfo struct {
 	Current    value.VQT
 }
 
-// Read returns the current VQT of each path, in order: an unknown path is
-// Bad_NodeIdUnknown, a path outside g's prefixes Bad_UserAccessDenied
-// (DESIGN.md, Quality). It fails with a *auth.DeniedError when g lacks
+// Read returns the current VQT of each path, in order: a path outside g's
+// prefixes is Bad_UserAccessDenied whether or not the tag exists
+// (outsidePrefixes), an unknown path inside them Bad_NodeIdUnknown
+// (docs/values.md). It fails with a *auth.DeniedError when g lacks
 // tag:read.
 func (e *Engine) Read(g auth.Grant, paths []string) ([]Result, error) {
 	if err := g.RequireScope(auth.TagRead, "tag.read"); err != nil {
@@ -628,11 +695,13 @@ func (e *Engine) Read(g auth.Grant, paths []string) ([]Result, error) {
 	defer e.mu.RUnlock()
 	for i, p := range paths {
 		out[i].Path = p
+		if outsidePrefixes(g, p) {
+			out[i].VQT = value.Bad(value.BadUserAccessDenied, reasonOutsidePrefixes, now)
+			continue
+		}
 		switch st, ok := e.lookup(p); {
 		case !ok:
 			out[i].VQT = value.Bad(value.BadNodeIDUnknown, "unknown tag", now)
-		case !g.AllowsPath(st.tag.Path):
-			out[i].VQT = value.Bad(value.BadUserAccessDenied, "path outside the allowed prefixes", now)
 		default:
 			out[i].VQT = st.cur
 		}
@@ -649,6 +718,18 @@ func (e *Engine) DeviceStates() map[string][2]string {
 			out[n] = [2]string{st, r}
 		} else {
 			out[n] = [2]string{"unknown", ""}
+		}
+	}
+	return out
+}
+
+// DeviceStats returns the request statistics of each device whose driver
+// keeps them (device.StatsReporter: Modbus, OPC UA); others are absent.
+func (e *Engine) DeviceStats() map[string]device.Stats {
+	out := map[string]device.Stats{}
+	for n, d := range e.devices {
+		if r, ok := d.(device.StatsReporter); ok {
+			out[n] = r.Stats()
 		}
 	}
 	return out

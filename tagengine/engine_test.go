@@ -213,12 +213,15 @@ func TestEngine_Write_AuditUnavailableRefuses(t *testing.T) {
 func TestEngine_Read_UnknownAndPrefix(t *testing.T) {
 	e, _ := newEngine(t, Config{})
 	g := auth.Grant{Scopes: []auth.Scope{auth.TagRead}, Prefixes: []string{"L/View"}}
-	res, err := e.Read(g, []string{"L/View", "L/Operate", "Nope"})
+	res, err := e.Read(g, []string{"L/View", "L/Operate", "Nope", "L/View/Nope"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res[0].Quality != value.BadWaitingForInitialData || res[1].Quality != value.BadUserAccessDenied || res[2].Quality != value.BadNodeIDUnknown {
-		t.Fatalf("qualities %v %v %v", res[0].Quality, res[1].Quality, res[2].Quality)
+	// An unknown path outside the prefixes is refused like a known one;
+	// only inside them does "unknown" show.
+	if res[0].Quality != value.BadWaitingForInitialData || res[1].Quality != value.BadUserAccessDenied ||
+		res[2].Quality != value.BadUserAccessDenied || res[3].Quality != value.BadNodeIDUnknown {
+		t.Fatalf("qualities %v %v %v %v", res[0].Quality, res[1].Quality, res[2].Quality, res[3].Quality)
 	}
 	if _, err := e.Read(auth.Grant{}, []string{"L/View"}); err == nil {
 		t.Fatal("read without tag:read allowed")
@@ -448,5 +451,44 @@ func TestEngine_Write_AuditCommittedAndHeldValuePersistedBeforeAnswer(t *testing
 	}
 	if audit.syncs != 1 {
 		t.Fatalf("a refused write synced the audit log")
+	}
+}
+
+// TestEngine_OutsidePrefixes_SameAnswerKnownOrNot: a grant limited to
+// prefixes cannot tell a tag that exists outside them from one that does
+// not: reads and writes of both answer Bad_UserAccessDenied with the same
+// reason, and their audit records differ only in the path.
+func TestEngine_OutsidePrefixes_SameAnswerKnownOrNot(t *testing.T) {
+	a := &memAudit{}
+	e, drv := newEngine(t, Config{Audit: a})
+	g := auth.Grant{Scopes: []auth.Scope{auth.TagRead, auth.TagWrite}, WriteLevel: auth.LevelDesign, Prefixes: []string{"L/View"}}
+	known, unknown := "L/Operate", "L/Nope"
+	res, err := e.Read(g, []string{known, unknown})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Quality != value.BadUserAccessDenied || res[1].Quality != res[0].Quality || res[1].Reason != res[0].Reason ||
+		res[1].Value != res[0].Value {
+		t.Fatalf("read: known %+v, unknown %+v; want the same Bad_UserAccessDenied", res[0].VQT, res[1].VQT)
+	}
+	wr, err := e.Write(context.Background(), g, []WriteRequest{{Path: known, Value: 1}, {Path: unknown, Value: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wr[0].Quality != value.BadUserAccessDenied || wr[1].Quality != wr[0].Quality || wr[1].Reason != wr[0].Reason {
+		t.Fatalf("write: known %+v, unknown %+v; want the same Bad_UserAccessDenied", wr[0], wr[1])
+	}
+	if drv.nwrites() != 0 {
+		t.Fatalf("driver got %v", drv.writes)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.evs) != 2 {
+		t.Fatalf("audit events %+v, want one per refused write", a.evs)
+	}
+	x, y := a.evs[0], a.evs[1]
+	x.Target, y.Target, x.Time, y.Time = "", "", time.Time{}, time.Time{}
+	if fmt.Sprint(x) != fmt.Sprint(y) {
+		t.Fatalf("audit records differ beyond the path:\n%+v\n%+v", a.evs[0], a.evs[1])
 	}
 }

@@ -85,19 +85,21 @@ func (e *Engine) forceHistory() {
 	}
 	e.mu.Unlock()
 	if len(out) > 0 {
-		e.publishHistory(out)
+		b := newBatch(out)
+		e.publishHistory(b)
+		b.release()
 	}
 }
 
 // SubscribeHistory returns a channel of what history records, with room
 // for buf pending entries, a function returning how many were dropped
-// because the channel was full (DESIGN.md: never dropped silently) and one
+// because the channel was full (docs/architecture.md: never dropped silently) and one
 // that ends the subscription: every change that passes its tag's
 // HistoryPolicy, and the max-interval repeats, stamped now. Tags without a
 // policy never appear. Like Subscribe, it outlives a project reload
 // (TakeOver).
 func (e *Engine) SubscribeHistory(buf int) (ch <-chan Change, dropped func() uint64, cancel func()) {
-	s := &subscriber{ch: make(chan Change, buf)}
+	s := newSubscriber(buf, "history queue full; samples dropped and counted")
 	e.subs.Lock()
 	id := e.subs.next
 	e.subs.next++
@@ -107,6 +109,7 @@ func (e *Engine) SubscribeHistory(buf int) (ch <-chan Change, dropped func() uin
 		e.subs.Lock()
 		delete(e.subs.hist, id)
 		e.subs.Unlock()
+		s.close()
 	}
 }
 
@@ -114,21 +117,15 @@ func (e *Engine) SubscribeHistory(buf int) (ch <-chan Change, dropped func() uin
 // (inside a history deadband), since New.
 func (e *Engine) HistorySkipped() uint64 { return e.histSkipped.Load() }
 
-func (e *Engine) publishHistory(changes []Change) {
+// publishHistory offers b to the history subscribers; the caller keeps
+// its reference.
+func (e *Engine) publishHistory(b *batch) {
 	if e.retired.Load() {
 		return
 	}
 	e.subs.Lock()
 	defer e.subs.Unlock()
 	for _, s := range e.subs.hist {
-		for _, c := range changes {
-			select {
-			case s.ch <- c:
-			default:
-				if s.dropped.Add(1) == 1 {
-					e.log.Warn("history queue full; samples dropped and counted")
-				}
-			}
-		}
+		e.offer(s, b)
 	}
 }

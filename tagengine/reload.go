@@ -9,7 +9,7 @@ import (
 )
 
 // TakeOver makes e the successor of old when the project is reloaded
-// without restarting the daemon (DESIGN.md, REST: POST /project/import).
+// without restarting the daemon (docs/api.md, REST: POST /project/import).
 // Call it after old.Stop returned and before e.Start.
 //
 //   - Subscribers of old become subscribers of e: their channels, dropped

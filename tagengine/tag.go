@@ -10,7 +10,7 @@ import (
 	"qubiq.dev/edge/value"
 )
 
-// Tag is one configured tag (DESIGN.md, Project file "tags"). Point carries
+// Tag is one configured tag (docs/project.md, Project file "tags"). Point carries
 // what the driver needs; the rest is the engine's.
 type Tag struct {
 	Path        string
@@ -30,6 +30,52 @@ type Tag struct {
 	// non-finite reading is Bad_OutOfRange with the last known value, and a
 	// non-finite write is refused (docs/values.md).
 	PassNonFinite bool
+	// Min and Max are the tag's engineering limits, in engineering units
+	// (nil: none). A write outside them is refused with Bad_OutOfRange
+	// naming the limit, whoever writes (CheckLimits, on the write path);
+	// readings are not limited (docs/project.md, "Limits").
+	Min, Max *float64
+}
+
+// CheckLimits is the one check of a tag's engineering limits: nil when v
+// (an engineering value, before scaling; each element of an array) is a
+// number within [Min, Max], or not a number at all (the type check refuses
+// those); else an error wrapping value.ErrOutOfRange whose text names the
+// value and the limit it passes: "150 is above the tag's max of 100".
+func (t Tag) CheckLimits(v value.Value) error {
+	if t.Min == nil && t.Max == nil {
+		return nil
+	}
+	if arr, ok := v.([]any); ok {
+		for i, e := range arr {
+			if err := t.CheckLimits(value.Normalize(e)); err != nil {
+				return fmt.Errorf("element %d: %w", i, err)
+			}
+		}
+		return nil
+	}
+	f, ok := number(v)
+	if !ok || math.IsNaN(f) {
+		return nil
+	}
+	switch {
+	case t.Min != nil && f < *t.Min:
+		return fmt.Errorf("%w: %v is below the tag's min of %v (limits %s)", value.ErrOutOfRange, value.Normalize(v), *t.Min, t.limitsText())
+	case t.Max != nil && f > *t.Max:
+		return fmt.Errorf("%w: %v is above the tag's max of %v (limits %s)", value.ErrOutOfRange, value.Normalize(v), *t.Max, t.limitsText())
+	}
+	return nil
+}
+
+// limitsText is "0 to 100", "at least 0" or "at most 100".
+func (t Tag) limitsText() string {
+	switch {
+	case t.Min != nil && t.Max != nil:
+		return fmt.Sprintf("%v to %v", *t.Min, *t.Max)
+	case t.Min != nil:
+		return fmt.Sprintf("at least %v", *t.Min)
+	}
+	return fmt.Sprintf("at most %v", *t.Max)
 }
 
 // DefaultScan is the scan period of a tag that names none.
@@ -78,7 +124,7 @@ func number(v value.Value) (float64, bool) {
 }
 
 // Scale is the linear map raw → engineering: eng = raw × Factor + Offset.
-// The zero Scale is the identity. DESIGN.md's {raw: [lo, hi], eng: [lo, hi]}
+// The zero Scale is the identity. docs/project.md's {raw: [lo, hi], eng: [lo, hi]}
 // form converts with ScaleFromRanges.
 type Scale struct {
 	Factor float64

@@ -12,7 +12,7 @@ import (
 )
 
 // WriteLevels resolves the tags' write levels from the configuration: an
-// unknown tag resolves to the baseline (DESIGN.md). It never fails; it is the
+// unknown tag resolves to the baseline (docs/security.md, "Write levels"). It never fails; it is the
 // LevelSource used when Config.Levels is nil.
 func (e *Engine) WriteLevels(_ context.Context, paths []string) (map[string]auth.Level, error) {
 	out := make(map[string]auth.Level, len(paths))
@@ -26,7 +26,7 @@ func (e *Engine) WriteLevels(_ context.Context, paths []string) (map[string]auth
 	return out, nil
 }
 
-// Write is the write path (DESIGN.md, "Writes flow one way"): it checks that
+// Write is the write path (docs/architecture.md, "Writes flow one way"): it checks that
 // g holds tag:write (else a *auth.DeniedError, nothing written), resolves the
 // write level of every target (an error refuses the whole batch with
 // ErrLevelLookup, nothing written), then per tag: known, inside g's prefixes,
@@ -100,12 +100,12 @@ func (e *Engine) writeOne(ctx context.Context, g auth.Grant, r WriteRequest, lev
 		e.audit(g, "tag.write.refused", r.Path, before, r.Value, q.String(), reason)
 		return res, writeOutcome{}
 	}
+	if outsidePrefixes(g, r.Path) { // before the lookup: no answer tells whether it exists
+		return refuse(value.BadUserAccessDenied, reasonOutsidePrefixes, nil)
+	}
 	st, ok := e.lookup(r.Path)
 	if !ok {
 		return refuse(value.BadNodeIDUnknown, "unknown tag", nil)
-	}
-	if !g.AllowsPath(st.tag.Path) {
-		return refuse(value.BadUserAccessDenied, "path outside the allowed prefixes", nil)
 	}
 	lvl, ok := levels[r.Path]
 	if !ok {
@@ -117,11 +117,24 @@ func (e *Engine) writeOne(ctx context.Context, g auth.Grant, r WriteRequest, lev
 	if st.tag.ReadOnly {
 		return refuse(value.BadNotWritable, "tag is read-only", nil)
 	}
-	// The one coercion of the write path (device.Coerce): the driver gets
-	// the value in its tag's type and does not coerce it again.
-	raw, err := st.tag.Scale.ToRaw(value.Normalize(r.Value), st.tag.Point.Type)
+	// The tag's engineering limits (min, max), then the one coercion of
+	// the write path (device.Coerce): the driver gets the value in its
+	// tag's type and does not coerce it again.
+	eng := value.Normalize(r.Value)
+	if err := st.tag.CheckLimits(eng); err != nil {
+		return refuse(value.BadOutOfRange, err.Error(), nil)
+	}
+	raw, err := st.tag.Scale.ToRaw(eng, st.tag.Point.Type)
 	if err == nil {
+		var scaled value.Value = raw
 		raw, err = device.Coerce(st.tag.Point, raw)
+		var qe *device.QualityError
+		if errors.As(err, &qe) && qe.Quality == value.BadOutOfRange && !st.tag.Scale.identity() {
+			// A scaled write whose raw value the register cannot hold:
+			// say which raw value and the type's range.
+			return refuse(value.BadOutOfRange, fmt.Sprintf("out of range: %v scales to the raw value %v, outside the %s range (%s)",
+				eng, scaled, st.tag.Point.Type, value.RangeText(st.tag.Point.Type)), nil)
+		}
 	}
 	if err != nil {
 		if qe := (*device.QualityError)(nil); errors.As(err, &qe) {
@@ -153,6 +166,7 @@ func (e *Engine) writeOne(ctx context.Context, g auth.Grant, r WriteRequest, lev
 		res.Quality = value.Good
 		if _, ok := drv.(device.Restorer); ok {
 			e.mu.Lock()
+			st.written = e.writeGen.Add(1)
 			if c, changed := e.update(st, value.VQT{Value: raw, Quality: value.Good, Time: time.Now().UTC()}); changed {
 				e.mu.Unlock()
 				e.publish([]Change{c})

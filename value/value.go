@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// Quality is the quality of a value. The names are the contract's (DESIGN.md,
+// Quality is the quality of a value. The names are the contract's (docs/project.md,
 // Quality), taken from OPC UA status codes. The zero Quality is
 // BadWaitingForInitialData, so an unset VQT is never mistaken for Good.
 type Quality uint8
@@ -125,7 +125,7 @@ func Bad(q Quality, reason string, t time.Time) VQT {
 	return VQT{Quality: q, Reason: reason, Time: t.UTC()}
 }
 
-// Type is a tag's value kind (DESIGN.md, Tags and addresses).
+// Type is a tag's value kind (docs/project.md, Tags and addresses).
 type Type uint8
 
 // Value kinds. Auto is OPC UA only: the node's DataType decides.
@@ -325,6 +325,23 @@ func show(v Value) string {
 		}
 	}
 	return fmt.Sprint(v)
+}
+
+// RangeText is the range of values type t holds, for refusals: "-32768 to
+// 32767" for int16, "0 to 65535" for uint16, "±3.4028234663852886e+38" for
+// float32 (Coerce's bounds); "" for types without one (bool, string,
+// float64, auto).
+func RangeText(t Type) string {
+	switch t {
+	case Int16, Int32, Int64:
+		lo, hi := intRange(t)
+		return fmt.Sprintf("%d to %d", lo, hi)
+	case Uint16, Uint32, Uint64:
+		return fmt.Sprintf("0 to %d", uintMax(t))
+	case Float32:
+		return fmt.Sprintf("±%v", float64(math.MaxFloat32))
+	}
+	return ""
 }
 
 func intRange(t Type) (int64, int64) {

@@ -1,5 +1,5 @@
 // Package apitypes holds the JSON wire structs of the QUBIQ Edge REST API
-// (DESIGN.md, "REST"), shared by the server (package api), the Go client
+// (docs/api.md, "REST"), shared by the server (package api), the Go client
 // (package client) and qubiqctl.
 //
 // Keys are snake_case. Tag values are numbers, bools, strings or arrays of
@@ -18,12 +18,12 @@ import (
 )
 
 // TimeFormat is the layout of every timestamp the API sends: RFC 3339, UTC,
-// always with nine fractional digits (DESIGN.md, REST: "Timestamps RFC 3339
+// always with nine fractional digits (docs/api.md, REST: "Timestamps RFC 3339
 // UTC with fractional seconds"). time.RFC3339Nano parses it.
 const TimeFormat = "2006-01-02T15:04:05.000000000Z07:00"
 
 // Problem is the body of every error answer, served as
-// application/problem+json (RFC 9457; DESIGN.md, REST "Errors"). Kind is the
+// application/problem+json (RFC 9457; docs/api.md, REST "Errors"). Kind is the
 // machine-readable reason: "unauthenticated", "permission_denied", "invalid",
 // "not_found", "too_large", "unavailable", "not_implemented", "internal", or
 // a script failure kind ("timeout", "busy", "script_error", ...).
@@ -38,14 +38,18 @@ type Problem struct {
 // ProblemContentType is the media type of Problem bodies.
 const ProblemContentType = "application/problem+json"
 
-// Health is the body of GET /api/v1/health (DESIGN.md, REST). Status is "ok",
+// Health is the body of GET /api/v1/health (docs/api.md, REST). Status is "ok",
 // "degraded" or "failed"; Reasons says why when it is not "ok". UptimeS is
 // whole seconds since the daemon started. Devices maps a device name to its
 // connection state, Flows a flow's name to its state (docs/flows.md).
 // EscapeHatch reports whether QUBIQ_BROWSER_SCRIPT_SCOPES=off is in force.
+// Warnings list what the configuration asks for that the daemon does not
+// act on, and safeties turned off ([] when none; they do not make the
+// status degraded; docs/config.md, "Warnings").
 type Health struct {
 	Status      string                  `json:"status"`
 	Reasons     []string                `json:"reasons"`
+	Warnings    []string                `json:"warnings"`
 	Version     string                  `json:"version"`
 	UptimeS     int64                   `json:"uptime_s"`
 	Sandbox     SandboxHealth           `json:"sandbox"`
@@ -111,18 +115,68 @@ type DeviceHealth struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// DeviceInfo is one element of GET /api/v1/devices.
+// DeviceInfo is one element of GET /api/v1/devices, and the body of GET
+// /api/v1/devices/{name}. Stats is absent for a driver that keeps none
+// (the simulator).
 type DeviceInfo struct {
-	Name   string `json:"name"`
-	Driver string `json:"driver"`
-	URL    string `json:"url,omitempty"`
-	State  string `json:"state"`
-	Reason string `json:"reason,omitempty"`
-	Tags   int    `json:"tags"`
+	Name   string       `json:"name"`
+	Driver string       `json:"driver"`
+	URL    string       `json:"url,omitempty"`
+	State  string       `json:"state"`
+	Reason string       `json:"reason,omitempty"`
+	Tags   int          `json:"tags"`
+	Stats  *DeviceStats `json:"stats,omitempty"`
+}
+
+// DeviceStats are a device's statistics since its driver was built
+// (docs/metrics.md, "Devices"): requests sent, the failed ones by kind
+// (timeout, not_connected, communication, exception, configuration) and
+// in all, timeouts, reconnects, the last good poll and the last failure
+// (RFC 3339 UTC; absent: never), the latency's estimated median and 99th
+// percentile in milliseconds, the Modbus breaker per unit, the OPC UA
+// subscription figures.
+type DeviceStats struct {
+	Requests    uint64            `json:"requests"`
+	Errors      map[string]uint64 `json:"errors"`
+	ErrorsTotal uint64            `json:"errors_total"`
+	Timeouts    uint64            `json:"timeouts"`
+	Reconnects  uint64            `json:"reconnects"`
+	LastGood    *time.Time        `json:"last_good,omitempty"`
+	LastError   *time.Time        `json:"last_error,omitempty"`
+	LatencyP50  float64           `json:"latency_p50_ms"`
+	LatencyP99  float64           `json:"latency_p99_ms"`
+	Units       []UnitBreaker     `json:"units,omitempty"`
+	OPCUA       *OPCUAFigures     `json:"opcua,omitempty"`
+}
+
+// UnitBreaker is one Modbus unit's circuit breaker: "closed", "open"
+// (demoted until demoted_until) or "probing", with its consecutive
+// timeouts.
+type UnitBreaker struct {
+	UnitID       int        `json:"unit_id"`
+	Breaker      string     `json:"breaker"`
+	Timeouts     int        `json:"timeouts"`
+	DemotedUntil *time.Time `json:"demoted_until,omitempty"`
+}
+
+// OPCUAFigures are an OPC UA device's subscription figures: monitored
+// items (and the bad ones), subscriptions, publish responses with data and
+// keep-alives, data changes delivered, publish responses per second of the
+// current session, sessions created and re-activated.
+type OPCUAFigures struct {
+	MonitoredItems      int     `json:"monitored_items"`
+	BadItems            int     `json:"bad_items"`
+	Subscriptions       int     `json:"subscriptions"`
+	PublishResponses    uint64  `json:"publish_responses"`
+	KeepAlives          uint64  `json:"keep_alives"`
+	DataChanges         uint64  `json:"data_changes"`
+	PublishRate         float64 `json:"publish_rate"`
+	SessionsCreated     uint64  `json:"sessions_created"`
+	SessionsReactivated uint64  `json:"sessions_reactivated"`
 }
 
 // TagInfo is one element of GET /api/v1/tags: a tag of the project as the
-// project file names it (DESIGN.md, "Project file"). Type and WriteLevel are
+// project file names it (docs/project.md, "Project file"). Type and WriteLevel are
 // contract names ("float32", "operate"); Scan is a Go duration text ("1s"),
 // empty for tags not polled.
 type TagInfo struct {
@@ -134,6 +188,10 @@ type TagInfo struct {
 	WriteLevel string `json:"write_level"`
 	ReadOnly   bool   `json:"read_only"`
 	Scan       string `json:"scan,omitempty"`
+	// Min and Max are the tag's engineering limits of writes (absent:
+	// none); the server refuses a write outside them (Bad_OutOfRange).
+	Min *float64 `json:"min,omitempty"`
+	Max *float64 `json:"max,omitempty"`
 }
 
 // ReadRequest is the body of POST /api/v1/tags/read.
@@ -267,7 +325,7 @@ type APIKeyInfo struct {
 }
 
 // ProvisionRequest is the body of POST /api/v1/provision: the first admin
-// password, which revokes the bootstrap token (DESIGN.md, "Credentials on
+// password, which revokes the bootstrap token (docs/security.md, "Credentials on
 // first start").
 type ProvisionRequest struct {
 	Password string `json:"password"`
@@ -286,7 +344,7 @@ type PlannedRequest struct {
 	Tags         []string `json:"tags"`
 }
 
-// AuditRecord is one audit record (GET /api/v1/audit; DESIGN.md, Audit):
+// AuditRecord is one audit record (GET /api/v1/audit; docs/security.md, Audit):
 // its sequence number (commit order), time, who (principal, realm, origin,
 // script), what (action, target), the value before and after as JSON, the
 // result and a detail.

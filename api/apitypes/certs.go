@@ -3,7 +3,7 @@ package apitypes
 import "time"
 
 // Certificate statuses of DeviceCert.Status: the store folders of an OPC UA
-// device's pki directory (DESIGN.md, Data directory: pki/ own/, trusted/,
+// device's pki directory (docs/config.md, Data directory: pki/ own/, trusted/,
 // rejected/).
 const (
 	CertTrusted  = "trusted"  // a server certificate the device accepts

@@ -8,7 +8,7 @@ import (
 	"qubiq.dev/edge/value"
 )
 
-// Wire types of the system.* data routes (issue 4; DESIGN.md, REST routes
+// Wire types of the system.* data routes (issue 4; docs/api.md, REST routes
 // /db/named, /history, /vars, /files, /messages).
 
 // NamedQueryRequest is the body of POST /api/v1/db/named/{name}: the

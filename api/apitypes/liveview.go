@@ -81,19 +81,28 @@ type View struct {
 
 // Widget types of a View.
 const (
-	WidgetValue   = "value"   // a tag's value with units and quality colour
+	WidgetValue   = "value"   // a tag's value with units and quality
 	WidgetNumeric = "numeric" // a numeric write control
-	WidgetBoolean = "boolean" // an on/off write control
-	WidgetButton  = "button"  // starts a gateway entry point (module.entry)
-	WidgetTrend   = "trend"   // a trend chart of numeric tags
+	WidgetBoolean = "boolean" // a two-state switch showing the current state
+	WidgetButton  = "button"  // one button starting a gateway entry point (module.entry); the panel groups neighbours into one bar
+	WidgetButtons = "buttons" // a button bar: several buttons in one row
+	WidgetTrend   = "trend"   // a trend chart of tags, backed by history
+	WidgetAlarms  = "alarms"  // the alarm list of a folder, with acknowledge and shelve
 )
 
-// Widget is one element of a View. Tag is the tag of value, numeric and
-// boolean widgets; Tags those of a trend; Entry the "module.entry" of a
-// button, Args its fixed arguments (the request never supplies them) and
-// Confirm the question asked before it runs. Units default to the tag's.
+// Widget is one element of a View (docs/liveview.md). Tag is the tag of
+// value, numeric and boolean widgets; Tags those of a trend and Series
+// how each is drawn; Entry the "module.entry" of a button, Args its fixed
+// arguments (the request never supplies them) and Confirm the question
+// asked before it runs; Buttons the buttons of a button bar, or of a
+// value, numeric or boolean card they act on. Units default to the tag's;
+// Device is the tag's device and TagType its type (bool, int16, ...).
 // Min, Max and Step bound a numeric control (the tag engine still checks
-// the tag's type range). WindowS is a trend's time span in seconds.
+// the tag's limits and type range); on a trend Min and Max fix the value
+// axis. OnLabel and OffLabel name a boolean's two states (default On and
+// Off). WindowS is a trend's default time span in seconds. Prefix is the
+// folder an alarm list shows ("" for every alarm) and Limit how many rows
+// it shows at most.
 //
 // Writable, WriteLevel and ReadOnlyReason are computed for the caller: a
 // write control the caller's grant cannot use is read-only, and
@@ -103,18 +112,50 @@ type Widget struct {
 	Label          string          `json:"label"`
 	Tag            string          `json:"tag,omitempty"`
 	Tags           []string        `json:"tags,omitempty"`
+	Series         []TrendSeries   `json:"series,omitempty"`
 	Units          string          `json:"units,omitempty"`
+	Device         string          `json:"device,omitempty"`
+	TagType        string          `json:"tag_type,omitempty"`
 	Decimals       *int            `json:"decimals,omitempty"`
 	Min            *float64        `json:"min,omitempty"`
 	Max            *float64        `json:"max,omitempty"`
 	Step           *float64        `json:"step,omitempty"`
+	OnLabel        string          `json:"on_label,omitempty"`
+	OffLabel       string          `json:"off_label,omitempty"`
 	Entry          string          `json:"entry,omitempty"`
 	Args           json.RawMessage `json:"args,omitempty"`
 	Confirm        string          `json:"confirm,omitempty"`
+	Buttons        []Button        `json:"buttons,omitempty"`
 	WindowS        int             `json:"window_s,omitempty"`
+	Prefix         string          `json:"prefix,omitempty"`
+	Limit          int             `json:"limit,omitempty"`
 	Writable       bool            `json:"writable"`
 	WriteLevel     string          `json:"write_level,omitempty"`
 	ReadOnlyReason string          `json:"read_only_reason,omitempty"`
+}
+
+// Button is one button of a button bar or of a card: its label, the
+// "module.entry" it starts, the fixed arguments it sends (never the
+// request's) and the question asked before it runs ("" for none). A
+// script may return {"message": "..."}: the panel shows that text;
+// otherwise it says "done".
+type Button struct {
+	Label   string          `json:"label"`
+	Entry   string          `json:"entry"`
+	Args    json.RawMessage `json:"args,omitempty"`
+	Confirm string          `json:"confirm,omitempty"`
+}
+
+// TrendSeries is how a trend draws one tag: its legend label (the
+// view's, else the tag's description, else the tag's name: the last
+// segment of its path), units, device, and whether the line is drawn in
+// steps (discrete values: a bool or integer tag, or step: true).
+type TrendSeries struct {
+	Tag    string `json:"tag"`
+	Label  string `json:"label"`
+	Units  string `json:"units,omitempty"`
+	Device string `json:"device,omitempty"`
+	Step   bool   `json:"step"`
 }
 
 // PanelEvent is one element of GET /api/v1/liveview/views/{panel}/events:

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// The wire types of the script sandbox's administration (DESIGN.md, REST,
+// The wire types of the script sandbox's administration (docs/api.md, REST,
 // "/sandbox/... (config, packages, upload, check) | sandbox_admin"). Every
 // route needs the sandbox_admin permission, reads included.
 
@@ -43,7 +43,7 @@ type SandboxPackage struct {
 }
 
 // PackageWidening is what one package of an install brings to scripts
-// (SANDBOX.md §4.4): numpy's ctypes, torch's and joblib's pickle loaders,
+// (docs/security.md, "The script sandbox"): numpy's ctypes, torch's and joblib's pickle loaders,
 // pandas reading any path, the network clients, and a generic warning for
 // every package.
 type PackageWidening struct {

@@ -11,7 +11,7 @@ import (
 )
 
 // TagValue is one element of the answer of POST /api/v1/tags/read: the tag's
-// VQT (DESIGN.md, REST and Quality). Value is the last known value (nil, sent
+// VQT (docs/api.md, REST and Quality). Value is the last known value (nil, sent
 // as null, when there is none) in value.Normalize form; Quality is a quality
 // name ("Good", "Bad_NodeIdUnknown", ...); Timestamp is sent in UTC
 // (TimeFormat); Reason and the raw OPC UA StatusCode are omitted when empty.

@@ -1,9 +1,9 @@
 // Package liveview holds the LiveView operator panel: the embedded browser
-// assets (static/: HTML, CSS and JavaScript written by hand, no CDN, no
-// build step, so a panel works air-gapped) and the project's `views:`
-// section, parsed and checked against the project's tags and scripts.
-//
-// # The views section (project file)
+// assets (static/: HTML, CSS and JavaScript modules written by hand, no
+// CDN, no build step, so a panel works air-gapped) and the project's
+// `views:` section, parsed and checked against the project's tags and
+// scripts. docs/liveview.md is the reference of the section (cards,
+// button bars, switches, trends, alarm lists, the alarm banner); in short:
 //
 //	views:
 //	  - name: pump1                  # letters, digits, _ and -; in the URL (/liveview/#pump1) and the audit origin (liveview:pump1)
@@ -13,23 +13,25 @@
 //	    widgets:
 //	      - {type: value, tag: Line1/Pump/Speed, label: Speed, units: rpm, decimals: 1}
 //	      - {type: numeric, tag: Line1/Pump/Setpoint, label: Setpoint, min: 0, max: 1500, step: 10}
-//	      - {type: boolean, tag: Line1/Pump/Run, label: Run}
-//	      - {type: button, label: Start, entry: pumps.start, args: {line: 1}, confirm: "Start pump 1?"}
-//	      - {type: trend, tags: [Line1/Pump/Speed], label: Speed, window: 10m}
+//	      - {type: boolean, tag: Line1/Pump/Run, label: Run, on_label: Running, off_label: Stopped,
+//	         buttons: [{label: Reset, entry: pumps.reset}]}
+//	      - {type: buttons, label: Pump, buttons: [{label: Start, entry: pumps.start, args: {line: 1}, confirm: "Start pump 1?"}]}
+//	      - {type: trend, tags: [Line1/Pump/Speed, {tag: Line1/Pump/Run, label: Running}], label: Speed, window: 10m}
+//	      - {type: alarms, prefix: Line1, label: Line 1 alarms, limit: 20}
 //
 // Every tag must be a tag of the project; a button's entry must be listed
 // in its script's `liveview` list (the script author's consent) and is then
-// exposed to the sessions that may open the view. Unknown keys are errors
-// naming the key and the line. label defaults to the tag path (or the
-// entry); units to the tag's units; a trend's window to 10 min (at most
-// 24 h).
+// exposed to the sessions that may open the view; one entry has one button
+// per view (its args come from the view). Unknown keys are errors naming
+// the key and the line. label defaults to the tag's description, else the
+// tag's name (the last segment of its path); units to the tag's units; a
+// trend's window to 10 min (at most 24 h).
 //
 // Package liveview imports api/apitypes, auth and yaml.v3 only; package api
 // serves it and the daemon parses the project's views with it.
 package liveview
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -41,27 +43,45 @@ import (
 
 	"qubiq.dev/edge/api/apitypes"
 	"qubiq.dev/edge/auth"
-	"qubiq.dev/edge/internal/yamlnode"
 )
 
+// Tag is what a view needs of one tag of the project: its units, type
+// (bool, int16, ... float64, string), description and device.
+type Tag struct {
+	Units       string
+	Type        string
+	Description string
+	Device      string
+}
+
 // Project is what Parse checks views against: the project's tags (path →
-// units) and, per script module, the entries its `liveview` list exposes.
+// Tag) and, per script module, the entries its `liveview` list exposes.
 type Project struct {
-	Tags    map[string]string
+	Tags    map[string]Tag
 	Entries map[string][]string
 }
 
 // Defaults and bounds of the views section.
 const (
-	DefaultEvents = 20
-	MaxEvents     = 200
-	DefaultWindow = 10 * time.Minute
-	MaxWindow     = 24 * time.Hour
+	DefaultEvents     = 20
+	MaxEvents         = 200
+	DefaultWindow     = 10 * time.Minute
+	MinWindow         = 10 * time.Second
+	MaxWindow         = 24 * time.Hour
+	DefaultAlarmLimit = 20
+	MaxAlarmLimit     = 200
+	// MaxDefaultLabel is the longest tag description used as a default
+	// label (in runes); a longer one gives the tag's name instead.
+	MaxDefaultLabel = 48
 )
+
+// AlarmPage is the URL fragment of the panel's alarm list
+// (/liveview/#alarms); no view may take it as its name.
+const AlarmPage = "alarms"
 
 var viewName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
 
-// yamlView and yamlWidget are the YAML shapes (see the package doc).
+// yamlView is the YAML shape of one view (see the package doc).
 type yamlView struct {
 	Name     string      `yaml:"name"`
 	Title    string      `yaml:"title"`
@@ -70,32 +90,7 @@ type yamlView struct {
 	Widgets  []yaml.Node `yaml:"widgets"`
 }
 
-type yamlWidget struct {
-	Type     string    `yaml:"type"`
-	Label    string    `yaml:"label"`
-	Tag      string    `yaml:"tag"`
-	Tags     []string  `yaml:"tags"`
-	Units    string    `yaml:"units"`
-	Decimals *int      `yaml:"decimals"`
-	Min      *float64  `yaml:"min"`
-	Max      *float64  `yaml:"max"`
-	Step     *float64  `yaml:"step"`
-	Entry    string    `yaml:"entry"`
-	Args     yaml.Node `yaml:"args"`
-	Confirm  string    `yaml:"confirm"`
-	Window   string    `yaml:"window"`
-}
-
-var (
-	viewKeys   = []string{"name", "title", "min_level", "events", "widgets"}
-	widgetKeys = map[string][]string{
-		apitypes.WidgetValue:   {"type", "label", "tag", "units", "decimals"},
-		apitypes.WidgetNumeric: {"type", "label", "tag", "units", "decimals", "min", "max", "step"},
-		apitypes.WidgetBoolean: {"type", "label", "tag"},
-		apitypes.WidgetButton:  {"type", "label", "entry", "args", "confirm"},
-		apitypes.WidgetTrend:   {"type", "label", "tags", "window"},
-	}
-)
+var viewKeys = []string{"name", "title", "min_level", "events", "widgets"}
 
 // checkKeys refuses keys of the mapping n outside allowed, naming the key
 // and its line.
@@ -166,6 +161,9 @@ func parseView(n *yaml.Node, where string, yv yamlView, p Project) (apitypes.Vie
 	if !viewName.MatchString(yv.Name) {
 		bad(n.Line, "name %q: want letters, digits, _ or - (at most 64, starting with a letter or digit)", yv.Name)
 	}
+	if yv.Name == AlarmPage {
+		bad(n.Line, "name %q is the panel's alarm list (/liveview/#%s): choose another", yv.Name, AlarmPage)
+	}
 	if v.Title == "" {
 		v.Title = v.Name
 	}
@@ -184,109 +182,29 @@ func parseView(n *yaml.Node, where string, yv yamlView, p Project) (apitypes.Vie
 	if len(yv.Widgets) == 0 {
 		bad(n.Line, "no widgets")
 	}
+	entries := map[string]int{} // entry → line of its button
 	for j := range yv.Widgets {
-		w, werrs := parseWidget(&yv.Widgets[j], fmt.Sprintf("%s widgets[%d]", where, j), p)
+		wn := &yv.Widgets[j]
+		w, werrs := parseWidget(wn, fmt.Sprintf("%s widgets[%d]", where, j), p)
 		errs = append(errs, werrs...)
+		for _, b := range widgetButtons(w) {
+			if line, dup := entries[b.Entry]; dup {
+				bad(wn.Line, "entry %s already has a button in this view (line %d): a press runs with the args of its view's button, so each entry has one", b.Entry, line)
+			}
+			entries[b.Entry] = wn.Line
+		}
 		v.Widgets = append(v.Widgets, w)
 	}
 	return v, errs
 }
 
-func parseWidget(n *yaml.Node, where string, p Project) (apitypes.Widget, []error) {
-	var errs []error
-	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("line %d: %s: %s", n.Line, where, fmt.Sprintf(format, args...)))
+// widgetButtons returns the buttons of w: itself for a button widget, else
+// its own.
+func widgetButtons(w apitypes.Widget) []apitypes.Button {
+	if w.Type == apitypes.WidgetButton {
+		return []apitypes.Button{{Label: w.Label, Entry: w.Entry, Args: w.Args, Confirm: w.Confirm}}
 	}
-	typ := keyOf(n, "type")
-	allowed, ok := widgetKeys[typ]
-	if !ok {
-		bad("type %q: want value, numeric, boolean, button or trend", typ)
-		return apitypes.Widget{}, errs
-	}
-	if err := checkKeys(n, where, allowed); err != nil {
-		return apitypes.Widget{}, []error{err}
-	}
-	var yw yamlWidget
-	if err := n.Decode(&yw); err != nil {
-		bad("%v", err)
-		return apitypes.Widget{}, errs
-	}
-	w := apitypes.Widget{Type: typ, Label: yw.Label, Tag: yw.Tag, Units: yw.Units, Decimals: yw.Decimals,
-		Min: yw.Min, Max: yw.Max, Step: yw.Step, Confirm: yw.Confirm}
-	checkTag := func(path string) {
-		units, ok := p.Tags[path]
-		switch {
-		case path == "":
-			bad("missing tag")
-		case !ok:
-			bad("tag %q is not a tag of the project", path)
-		case w.Units == "" && w.Type != apitypes.WidgetTrend:
-			w.Units = units
-		}
-	}
-	switch typ {
-	case apitypes.WidgetValue, apitypes.WidgetNumeric, apitypes.WidgetBoolean:
-		checkTag(yw.Tag)
-		if w.Label == "" {
-			w.Label = yw.Tag
-		}
-		if w.Decimals != nil && (*w.Decimals < 0 || *w.Decimals > 9) {
-			bad("decimals %d: want 0 to 9", *w.Decimals)
-		}
-		if w.Min != nil && w.Max != nil && *w.Min >= *w.Max {
-			bad("min %v is not below max %v", *w.Min, *w.Max)
-		}
-		if w.Step != nil && *w.Step <= 0 {
-			bad("step %v: want > 0", *w.Step)
-		}
-	case apitypes.WidgetButton:
-		module, entry, ok := strings.Cut(yw.Entry, ".")
-		switch {
-		case !ok || module == "" || entry == "":
-			bad("entry %q: want module.entry", yw.Entry)
-		case p.Entries[module] == nil:
-			bad("entry %q: no script module %q in the project's scripts", yw.Entry, module)
-		case !slices.Contains(p.Entries[module], entry):
-			bad("entry %q: not in the liveview list of script %q (%s), so no panel may start it",
-				yw.Entry, module, strings.Join(p.Entries[module], ", "))
-		}
-		w.Entry = yw.Entry
-		if w.Label == "" {
-			w.Label = yw.Entry
-		}
-		if yw.Args.Kind != 0 {
-			var a any
-			if err := yw.Args.Decode(&a); err != nil {
-				bad("args: %v", err)
-			} else if b, err := json.Marshal(yamlnode.JSONable(a)); err != nil {
-				bad("args: %v", err)
-			} else {
-				w.Args = b
-			}
-		}
-	case apitypes.WidgetTrend:
-		if len(yw.Tags) == 0 {
-			bad("missing tags")
-		}
-		for _, t := range yw.Tags {
-			checkTag(t)
-		}
-		w.Tags = yw.Tags
-		if w.Label == "" {
-			w.Label = strings.Join(yw.Tags, ", ")
-		}
-		win := DefaultWindow
-		if yw.Window != "" {
-			d, err := time.ParseDuration(yw.Window)
-			if err != nil || d < 10*time.Second || d > MaxWindow {
-				bad("window %q: want a duration from 10s to 24h", yw.Window)
-			} else {
-				win = d
-			}
-		}
-		w.WindowS = int(win / time.Second)
-	}
-	return w, errs
+	return w.Buttons
 }
 
 // MayOpen reports whether a session of realm at level may open v: the
@@ -303,14 +221,17 @@ func MayOpen(v apitypes.View, realm auth.Realm, level auth.Level) bool {
 	return false
 }
 
-// Button returns the button widget of v bound to module.entry, if any.
-func Button(v apitypes.View, module, entry string) (apitypes.Widget, bool) {
+// Button returns the button of v bound to module.entry, if any: a button
+// widget, or a button of a bar or a card.
+func Button(v apitypes.View, module, entry string) (apitypes.Button, bool) {
 	for _, w := range v.Widgets {
-		if w.Type == apitypes.WidgetButton && w.Entry == module+"."+entry {
-			return w, true
+		for _, b := range widgetButtons(w) {
+			if b.Entry == module+"."+entry {
+				return b, true
+			}
 		}
 	}
-	return apitypes.Widget{}, false
+	return apitypes.Button{}, false
 }
 
 // Paths returns every tag path v shows, once each, in order.

@@ -22,4 +22,4 @@ if [ -z "$result" ]; then
 	echo "bench-alarms: no result line" >&2
 	exit 1
 fi
-echo "$result"
+{ grep -E '^bench-[a-z]+-detail: ' "$log" | tail -n 1 || true; echo "$result"; } | bench/record.sh

@@ -164,6 +164,7 @@ func benchIncrPython(t *testing.T, res map[string]string) {
 		b, _ := json.Marshal(body)
 		req, _ := http.NewRequest(method, url+path, bytes.NewReader(b))
 		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -347,7 +348,7 @@ func benchIngest(t *testing.T, res map[string]string) {
 // sqliteScript writes the unthrottled ingest's samples (same count, same
 // tags, same time steps) into SQLite in WAL mode with executemany in
 // 1,000-row transactions, and prints the samples per second and the file
-// size (PERFORMANCE.md B9: the Ignition-Edge-like stand-in).
+// size (bench/README.md, B9: the Ignition-Edge-like stand-in).
 const sqliteScript = `
 import sqlite3, sys, time, os
 path, n, tags = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])

@@ -1,4 +1,4 @@
-// Package apibench is `make bench-api` (DESIGN.md, Benchmarks; issue 4):
+// Package apibench is `make bench-api` (bench/README.md, Benchmarks; issue 4):
 // system.vars.incr from two Python workers of a real qubiqd (and from two
 // goroutines on the store alone), getTrends over one day of 1 Hz history
 // for 10 tags (raw and 1-minute time-weighted averages), and history

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make bench-api (DESIGN.md, Benchmarks; issue 4). Needs Debian python3
+# make bench-api (bench/README.md, Benchmarks; issue 4). Needs Debian python3
 # (the sqlite3 peer and the workers); runs TestBenchAPI (build tag bench)
 # and ends with its line `bench-api: key=value ...` on stdout; everything
 # else goes to stderr. BENCH_SCALE (0 < s <= 1) shrinks the workload for a
@@ -19,4 +19,4 @@ if [ -z "$result" ]; then
 	echo "bench-api: no result line" >&2
 	exit 1
 fi
-echo "$result"
+{ grep -E '^bench-[a-z]+-detail: ' "$log" | tail -n 1 || true; echo "$result"; } | bench/record.sh

@@ -60,5 +60,4 @@ if [ -z "$result" ]; then
 	echo "bench-flows: no result line" >&2
 	exit 1
 fi
-[ -n "$detail" ] && echo "$detail"
-echo "$result"
+{ grep -E '^bench-[a-z]+-detail: ' "$log" | tail -n 1 || true; echo "$result"; } | bench/record.sh

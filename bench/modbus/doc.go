@@ -1,4 +1,4 @@
-// Package modbusbench is `make bench-modbus` (DESIGN.md, Benchmarks; issue
+// Package modbusbench is `make bench-modbus` (bench/README.md, Benchmarks; issue
 // 5): 2,000 tags of mixed types with gaps over 10,000 holding registers of
 // one pymodbus server, scanned at 1 s for 30 s by the modbus driver
 // (cmd/scanner, a process of its own), then by Node-RED 4.1.8 with

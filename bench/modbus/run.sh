@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make bench-modbus (DESIGN.md, Benchmarks; issue 5). Installs what the
+# make bench-modbus (bench/README.md, Benchmarks; issue 5). Installs what the
 # benchmark needs when it is missing (Debian python3-pymodbus, Node.js and
 # npm; node-red 4.1.8 and node-red-contrib-modbus 5.23.3 from npm into a
 # cache outside the repo), runs TestBenchModbus (build tag bench) and ends
@@ -51,4 +51,4 @@ if [ -z "$result" ]; then
 	echo "bench-modbus: no result line" >&2
 	exit 1
 fi
-echo "$result"
+{ grep -E '^bench-[a-z]+-detail: ' "$log" | tail -n 1 || true; echo "$result"; } | bench/record.sh

@@ -1,5 +1,5 @@
-// Package opcuabench is `make bench-opcua` (DESIGN.md, Benchmarks; issue 6;
-// PERFORMANCE.md B7): 5,000 monitored items on one node-opcua 2.160.0
+// Package opcuabench is `make bench-opcua` (bench/README.md, Benchmarks; issue 6;
+// bench/README.md, B7): 5,000 monitored items on one node-opcua 2.160.0
 // server (server.js here) changing together at a fixed rate for 60 s,
 // subscribed first by bin/qubiqd itself (a generated project, the tag
 // engine's changes counted by the daemon's debug change probe,

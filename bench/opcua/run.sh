@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make bench-opcua (DESIGN.md, Benchmarks; issue 6). Installs what the
+# make bench-opcua (bench/README.md, Benchmarks; issue 6). Installs what the
 # benchmark needs when it is missing (Node.js and npm, taskset; node-red
 # 4.1.8, node-red-contrib-opcua 0.2.348 and node-opcua 2.160.0, pinned for
 # the contrib package through npm overrides, from npm into a cache outside
@@ -62,4 +62,4 @@ if [ -z "$result" ]; then
 	echo "bench-opcua: no result line" >&2
 	exit 1
 fi
-echo "$result"
+{ grep -E '^bench-[a-z]+-detail: ' "$log" | tail -n 1 || true; echo "$result"; } | bench/record.sh

@@ -1,5 +1,5 @@
-// Package sandboxbench is `make bench-sandbox` (DESIGN.md, Benchmarks;
-// issue 3; PERFORMANCE.md B4 and B6): the Python worker pool of package
+// Package sandboxbench is `make bench-sandbox` (bench/README.md, Benchmarks;
+// issue 3; bench/README.md, B4 and B6): the Python worker pool of package
 // sandbox, measured in one process against a tag map served through the
 // sandbox.TagReader fast path, as the daemon serves it:
 //

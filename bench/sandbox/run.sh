@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make bench-sandbox (DESIGN.md, Benchmarks; issue 3). Needs Debian's
+# make bench-sandbox (bench/README.md, Benchmarks; issue 3). Needs Debian's
 # python3 (installed when missing), runs TestBenchSandbox (build tag bench)
 # and ends with its line `bench-sandbox: key=value ...` on stdout;
 # everything else goes to stderr. See bench/README.md.
@@ -29,10 +29,18 @@ trap 'rm -f "$log"' EXIT
 go test -tags bench -c -o "$log.test" ./bench/sandbox >&2
 trap 'rm -f "$log" "$log.test"' EXIT
 PYTHON_PATH="${PYTHON_PATH:-$(readlink -f /usr/bin/python3)}" BENCH_RUNS="${BENCH_RUNS:-3}" \
-	"${pin[@]}" "$log.test" -test.run '^TestBenchSandbox$' -test.count=1 -test.v -test.timeout 20m 2>&1 | tee "$log" >&2
+	"${pin[@]}" "$log.test" -test.run '^TestBenchSandbox$' -test.count=1 -test.v -test.timeout 20m \
+	${BENCH_CPUPROFILE:+-test.cpuprofile "$BENCH_CPUPROFILE"} 2>&1 | tee "$log" >&2
+# Where a one-tag read's time goes beyond the floor: the worker's steps
+# (pycost.py) and the daemon's (BenchmarkDispatch_TagRead1), each alone,
+# on the same core (bench/README.md, "The script call floor").
+py="$("${pin[@]}" "${PYTHON_PATH:-$(readlink -f /usr/bin/python3)}" -I -S bench/sandbox/pycost.py sandbox/python)"
+godisp="$("${pin[@]}" go test -run '^$' -bench '^BenchmarkDispatch_TagRead1$' -cpu 1 -benchtime 1s ./sandbox 2>/dev/null |
+	awk '/^BenchmarkDispatch_TagRead1/ {printf "go_dispatch_us=%.2f", $3 / 1000}')"
+echo "$py $godisp" | tee -a "$log" >&2
 result="$(grep '^bench-sandbox: ' "$log" | tail -n 1)"
 if [ -z "$result" ]; then
 	echo "bench-sandbox: no result line" >&2
 	exit 1
 fi
-echo "$result"
+{ grep -E '^bench-[a-z]+-detail: ' "$log" | tail -n 1 || true; echo "$result"; } | bench/record.sh

@@ -85,7 +85,14 @@ func cmdAlarmsList(ctx context.Context, c *cli, _ *opts, args []string) error {
 	}
 	t := newTable(c.stdout, "PRIORITY", "STATE", "ID", "SINCE", "FLAGS", "MESSAGE")
 	for _, a := range list.Alarms {
-		t.row(a.Priority, a.State, a.ID, formatTimePtr(a.ActiveSince), alarmFlagsOf(a), a.Message)
+		// SINCE is when the alarm became active; an alarm that is not
+		// active (returned to normal, unacknowledged) has none: "-", not
+		// formatTimePtr's "never", which reads as "was never active".
+		since := "-"
+		if a.ActiveSince != nil {
+			since = formatTime(*a.ActiveSince)
+		}
+		t.row(a.Priority, a.State, a.ID, since, alarmFlagsOf(a), a.Message)
 	}
 	if err := t.flush(); err != nil {
 		return err

@@ -10,7 +10,13 @@ const alarmListBody = `{"alarms":[{"id":"Line1/Tank/Level:High","name":"High","s
 "shelved":{"by":"sue","until":"2025-03-01T13:00:00Z","one_shot":false,"at":"2025-03-01T12:00:00Z"},"suppressed":false,
 "out_of_service":false,"latched":false,"chattering":true,"evaluable":true,"reason":"","message":"Tank level high: 93.2 %",
 "value":93.2,"units":"%","quality":"Good","setpoint":90,"active_since":"2025-03-01T12:00:00Z","acked_at":null,"acked_by":null,
-"last_change":"2025-03-01T12:00:00Z","ack_level":"operate","shelve_level":"supervise","notes":[]}],"unacked":1,"active":1,"highest":"high"}`
+"last_change":"2025-03-01T12:00:00Z","ack_level":"operate","shelve_level":"supervise","notes":[]},
+{"id":"Line1/Tank/Level:Low","name":"Low","source":"Line1/Tank/Level","display_path":"Tank 1",
+"priority":"low","mode":"below","ack_mode":"manual","state":"rtn_unacked","active":false,"acked":false,
+"shelved":null,"suppressed":false,"out_of_service":false,"latched":false,"chattering":false,"evaluable":true,"reason":"",
+"message":"Tank level low: 12.0 %","value":12,"units":"%","quality":"Good","setpoint":10,"active_since":null,"acked_at":null,
+"acked_by":null,"last_change":"2025-03-01T12:05:00Z","ack_level":"operate","shelve_level":"supervise","notes":[]}],
+"unacked":2,"active":1,"highest":"high"}`
 
 func TestAlarms_ListTable(t *testing.T) {
 	clearEnv(t)
@@ -20,7 +26,10 @@ func TestAlarms_ListTable(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	for _, want := range []string{"PRIORITY  STATE           ID", "high      active_unacked  Line1/Tank/Level:High",
-		"shelved until 13:00:00Z by sue, chattering", "Tank level high: 93.2 %", "1 unacknowledged, 1 active, highest priority high"} {
+		"shelved until 13:00:00Z by sue, chattering", "Tank level high: 93.2 %",
+		// an alarm that returned to normal has no SINCE: "-", never "never"
+		"low       rtn_unacked     Line1/Tank/Level:Low   -                     -  ",
+		"2 unacknowledged, 1 active, highest priority high"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

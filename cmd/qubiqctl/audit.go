@@ -8,18 +8,20 @@ import (
 )
 
 var auditFlags struct {
-	after uint64
-	limit int
+	after  uint64
+	limit  int
+	result string
 }
 
 // The audit command (docs/security.md, "The audit log"): lists the audit log,
 // oldest first, over GET /api/v1/audit (permission users_admin).
 func init() {
-	commands["audit"] = command{name: "audit", args: "[--after SEQ] [--limit N]",
-		help: "List audit records after sequence number SEQ (default 0), at most N (default 100).",
+	commands["audit"] = command{name: "audit", args: "[--after SEQ] [--limit N] [--result RESULT]",
+		help: "List audit records after sequence number SEQ (default 0), at most N (default 100); --result keeps those with that result (ok, script_error, timeout, permission_denied, refused, unauthenticated, ...).",
 		flags: func(fs *flag.FlagSet, _ *opts) {
 			fs.Uint64Var(&auditFlags.after, "after", 0, "list records after this sequence number")
 			fs.IntVar(&auditFlags.limit, "limit", 100, "list at most this many records (1 to 10000)")
+			fs.StringVar(&auditFlags.result, "result", "", "list only records with this result (ok, script_error, timeout, ...)")
 		}, run: cmdAudit}
 }
 
@@ -27,7 +29,7 @@ func cmdAudit(ctx context.Context, c *cli, _ *opts, args []string) error {
 	if err := nargs(args, 0, 0, "no arguments"); err != nil {
 		return err
 	}
-	recs, err := c.c.AuditRecords(ctx, auditFlags.after, auditFlags.limit)
+	recs, err := c.c.AuditRecords(ctx, auditFlags.after, auditFlags.limit, auditFlags.result)
 	if err != nil {
 		return err
 	}

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"os"
 	"strings"
 	"time"
@@ -16,12 +18,12 @@ import (
 
 // commands is every subcommand, by its full name.
 var commands = map[string]command{
-	"status": {name: "status", help: "Show the daemon's health: status, reasons, sandbox, devices. Exit 1 when it is failed.",
+	"status": {name: "status", help: "Show the daemon's health: status, reasons, sandbox, devices, the firmware slots. Exit 1 when it is failed.",
 		run: cmdStatus},
 	"provision": {name: "provision", args: "--password-file FILE",
 		help: "Set the first admin password (FILE, or - for stdin); revokes the bootstrap token.",
 		flags: func(fs *flag.FlagSet, o *opts) {
-			fs.StringVar(&o.passwordFile, "password-file", "", "file holding the password (- for stdin)")
+			fs.StringVar(&o.passwordFile, "password-file", "", "file holding the password, at least 8 characters (- for stdin; trailing newlines are dropped)")
 		}, run: cmdProvision},
 	"tags write": {name: "tags write", args: "PATH=VALUE...",
 		help: `Write tags; VALUE is JSON when it parses (42, true, "42", [1,2]), else a string. Exit 1 unless every write is Good.`,
@@ -38,6 +40,7 @@ var commands = map[string]command{
 	"apikeys create": {name: "apikeys create",
 		args: "--name N --scopes a,b --write-level L [--permissions p,q] [--prefixes P,Q] [--expires RFC3339]",
 		help: "Create an API key; its token is printed once.",
+		long: apikeyGrantHelp,
 		flags: func(fs *flag.FlagSet, o *opts) {
 			fs.StringVar(&o.name, "name", "", "key name")
 			fs.StringVar(&o.scopes, "scopes", "", "comma-separated scopes (tag:read,tag:write,...)")
@@ -66,9 +69,16 @@ func cmdStatus(ctx context.Context, c *cli, _ *opts, args []string) error {
 		return err
 	}
 	if c.g.json {
-		err = c.printJSON(h)
+		// The whole answer, with the members apitypes.Health leaves out
+		// (tls, firmware).
+		var raw json.RawMessage
+		if err = c.do(ctx, "GET", "/api/v1/health", nil, &raw, 503); err == nil {
+			err = c.printJSON(raw)
+		}
 	} else if err = printHealth(c.stdout, h); err == nil {
-		err = c.printTLS(ctx)
+		if err = c.printTLS(ctx); err == nil {
+			err = c.printFirmware(ctx)
+		}
 	}
 	if err == nil && h.Status == apitypes.HealthFailed {
 		err = fmt.Errorf("the daemon's health is %q: %s", h.Status, strings.Join(h.Reasons, "; "))
@@ -119,9 +129,17 @@ func cmdTagsWrite(ctx context.Context, c *cli, _ *opts, args []string) error {
 		return err
 	}
 	writes := make([]apitypes.TagWrite, 0, len(args))
-	for _, a := range args {
+	for i, a := range args {
 		w, err := parseWrite(a)
 		if err != nil {
+			// "tags write Line1/Pump/Setpoint 900" (or "... = 900"): the value
+			// went into the next word.
+			if !strings.Contains(a, "=") && i+1 < len(args) {
+				rest := strings.Join(args[i+1:], " ")
+				if v := strings.TrimSpace(strings.TrimPrefix(rest, "=")); v != "" && !strings.Contains(v, "=") {
+					return usagef("tags write: %q is not PATH=VALUE; did you mean %q? (no spaces around =)", a, a+"="+v)
+				}
+			}
 			return err
 		}
 		writes = append(writes, w)
@@ -160,6 +178,12 @@ func readInput(name string) ([]byte, error) {
 		return io.ReadAll(os.Stdin)
 	}
 	b, err := os.ReadFile(name)
+	var pe *iofs.PathError
+	if errors.As(err, &pe) {
+		// "ann.pw: no such file or directory", not os's "read ann.pw: open
+		// ann.pw: no such file or directory"
+		return nil, fmt.Errorf("%s: %w", name, pe.Err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
@@ -368,3 +392,11 @@ func cmdAPIKeysRevoke(ctx context.Context, c *cli, _ *opts, args []string) error
 	fmt.Fprintf(c.stdout, "revoked %s\n", args[0])
 	return nil
 }
+
+// apikeyGrantHelp lists what a key may hold (docs/security.md, "Scopes" and
+// "Permissions"; TestHelp_APIKeyScopes keeps it in step with that page).
+const apikeyGrantHelp = `Scopes: tag:read, tag:write, alarm:read, alarm:ack, db:read, db:write,
+hist:read, hist:write, vars:read, vars:write, file:read, file:write,
+script:execute. Permissions: designer, sandbox_admin, users_admin, firmware.
+Write levels: view < operate < supervise < design. A key holds at most what
+its creator holds; docs/security.md says what each allows.`

@@ -3,13 +3,18 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"qubiq.dev/edge/api/apitypes"
+	"qubiq.dev/edge/client"
 )
 
 // The device commands (docs/qubiqctl.md, "devices"): list, show, plan.
@@ -40,36 +45,101 @@ func cmdDevicesList(ctx context.Context, c *cli, _ *opts, args []string) error {
 	if c.g.json {
 		return c.printJSON(nonNilSlice(devs))
 	}
-	t := newTable(c.stdout, "NAME", "DRIVER", "STATE", "TAGS", "URL", "REASON")
+	t := newTable(c.stdout, "NAME", "DRIVER", "STATE", "TAGS", "REQUESTS", "ERRORS", "P50", "P99", "LAST GOOD", "URL", "REASON")
 	for _, d := range devs {
-		t.row(d.Name, d.Driver, d.State, fmt.Sprint(d.Tags), orDash(d.URL), d.Reason)
+		req, errs, p50, p99, last := "-", "-", "-", "-", "-"
+		if st := d.Stats; st != nil {
+			req, errs = fmt.Sprint(st.Requests), fmt.Sprint(st.ErrorsTotal)
+			p50, p99, last = fmtMillis(st.LatencyP50), fmtMillis(st.LatencyP99), fmtSince(st.LastGood)
+		}
+		t.row(d.Name, d.Driver, d.State, fmt.Sprint(d.Tags), req, errs, p50, p99, last, orDash(d.URL), d.Reason)
 	}
 	return t.flush()
 }
 
+// fmtMillis is a latency in milliseconds: "1.5ms", "-" for none.
+func fmtMillis(ms float64) string {
+	if ms <= 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(ms, 'g', 3, 64) + "ms"
+}
+
+// fmtSince is how long ago t was, to the second: "3s ago"; "never".
+func fmtSince(t *time.Time) string {
+	if t == nil {
+		return "never"
+	}
+	return time.Since(*t).Round(time.Second).String() + " ago"
+}
+
+// showStats prints a device's statistics, one row per figure.
+func showStats(t *table, st *apitypes.DeviceStats) {
+	t.row("requests", fmt.Sprint(st.Requests))
+	kinds := make([]string, 0, len(st.Errors))
+	for k := range st.Errors {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	var parts []string
+	for _, k := range kinds {
+		if st.Errors[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", k, st.Errors[k]))
+		}
+	}
+	errs := fmt.Sprint(st.ErrorsTotal)
+	if len(parts) > 0 {
+		errs += " (" + strings.Join(parts, ", ") + ")"
+	}
+	t.row("errors", errs)
+	t.row("timeouts", fmt.Sprint(st.Timeouts))
+	t.row("reconnects", fmt.Sprint(st.Reconnects))
+	t.row("last good poll", fmtStamp(st.LastGood))
+	t.row("last error", fmtStamp(st.LastError))
+	t.row("latency", fmt.Sprintf("p50 %s, p99 %s", fmtMillis(st.LatencyP50), fmtMillis(st.LatencyP99)))
+	for _, u := range st.Units {
+		v := fmt.Sprintf("%s, %d consecutive timeouts", u.Breaker, u.Timeouts)
+		if u.DemotedUntil != nil {
+			v += ", demoted until " + u.DemotedUntil.Format(time.RFC3339)
+		}
+		t.row(fmt.Sprintf("unit %d breaker", u.UnitID), v)
+	}
+	if o := st.OPCUA; o != nil {
+		t.row("monitored items", fmt.Sprintf("%d (%d bad) in %d subscriptions", o.MonitoredItems, o.BadItems, o.Subscriptions))
+		t.row("publish", fmt.Sprintf("%d responses with data, %d keep-alives, %.2f/s this session", o.PublishResponses, o.KeepAlives, o.PublishRate))
+		t.row("data changes", fmt.Sprint(o.DataChanges))
+		t.row("sessions", fmt.Sprintf("%d created, %d re-activated", o.SessionsCreated, o.SessionsReactivated))
+	}
+}
+
+// fmtStamp is an RFC 3339 time with how long ago it was; "never".
+func fmtStamp(t *time.Time) string {
+	if t == nil {
+		return "never"
+	}
+	return t.Format(time.RFC3339Nano) + " (" + fmtSince(t) + ")"
+}
+
 // deviceFields are the fields of GET /api/v1/devices this qubiqctl shows by
 // name; show prints any other field after them.
-var deviceFields = []string{"name", "driver", "url", "state", "reason", "tags"}
+var deviceFields = []string{"name", "driver", "url", "state", "reason", "tags", "stats"}
 
 func cmdDevicesShow(ctx context.Context, c *cli, _ *opts, args []string) error {
 	if err := nargs(args, 1, 1, "DEVICE"); err != nil {
 		return err
 	}
-	var raw []map[string]json.RawMessage
-	if err := c.do(ctx, http.MethodGet, "/api/v1/devices", nil, &raw); err != nil {
-		return err
-	}
 	var dev map[string]json.RawMessage
-	var names []string
-	for _, d := range raw {
-		var n string
-		_ = json.Unmarshal(d["name"], &n)
-		names = append(names, n)
-		if n == args[0] {
-			dev = d
+	if err := c.do(ctx, http.MethodGet, "/api/v1/devices/"+url.PathEscape(args[0]), nil, &dev); err != nil {
+		var pe *client.ProblemError
+		if !errors.As(err, &pe) || pe.Status != http.StatusNotFound {
+			return err
 		}
-	}
-	if dev == nil {
+		var names []string
+		if devs, lerr := c.c.ListDevices(ctx); lerr == nil {
+			for _, d := range devs {
+				names = append(names, d.Name)
+			}
+		}
 		return fmt.Errorf("no device %q (the project has: %s)", args[0], orDash(strings.Join(names, ", ")))
 	}
 	var info apitypes.DeviceInfo
@@ -104,7 +174,10 @@ func cmdDevicesShow(ctx context.Context, c *cli, _ *opts, args []string) error {
 	}
 	t.row("tags", fmt.Sprint(info.Tags))
 	if info.Driver == "modbus" {
-		t.row("requests", planSummary(info.Name, plan))
+		t.row("scan requests", planSummary(info.Name, plan))
+	}
+	if info.Stats != nil {
+		showStats(t, info.Stats)
 	}
 	var extra []string
 	for k := range dev {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 const planBody = `[{"scan":"1s","function_code":3,"unit_id":1,"start":100,"count":12,"tags":["Line1/Pump/Speed","Line1/Pump/Setpoint"]},
@@ -51,36 +52,50 @@ func TestDevicesPlan(t *testing.T) {
 	}
 }
 
-// TestDevicesListAndShow: list shows driver, state, tags, URL and reason;
-// show shows one device, a Modbus device's request count per scan class,
-// and every field a newer daemon adds (statistics) after the known ones.
+// TestDevicesListAndShow: list shows driver, state, tags, the request
+// statistics, URL and reason; show shows one device (GET
+// /api/v1/devices/{name}), a Modbus device's request count per scan
+// class, its statistics with the breaker of each unit, and every field a
+// newer daemon adds after the known ones.
 func TestDevicesListAndShow(t *testing.T) {
 	clearEnv(t)
-	withStats := strings.Replace(devicesBody, `"tags":3}`,
-		`"tags":3,"stats":{"requests":1200,"timeouts":3,"latency_p99_ms":41.5},"breaker":"closed"}`, 1)
+	last := time.Now().Add(-3 * time.Hour).UTC().Format(time.RFC3339Nano)
+	stats := `"stats":{"requests":1200,"errors":{"timeout":3,"exception":1,"not_connected":0},"errors_total":4,"timeouts":3,` +
+		`"reconnects":1,"last_good":"` + last + `","latency_p50_ms":1.25,"latency_p99_ms":41.5,` +
+		`"units":[{"unit_id":1,"breaker":"closed","timeouts":0},{"unit_id":2,"breaker":"open","timeouts":3,"demoted_until":"2026-12-01T10:00:30Z"}]}`
+	withStats := strings.Replace(devicesBody, `"tags":3}`, `"tags":3,`+stats+`}`, 1)
+	plc1 := `{"name":"plc1","driver":"modbus","url":"tcp://10.0.0.5:502","state":"connected","tags":3,` + stats + `,"breaker_note":"x"}`
 	d := newFakeDaemon(t, map[string]answer{
 		"GET /api/v1/devices":           {200, withStats},
+		"GET /api/v1/devices/plc1":      {200, plc1},
+		"GET /api/v1/devices/ua1":       {200, `{"name":"ua1","driver":"opcua","url":"opc.tcp://10.0.0.6:4840","state":"connecting","reason":"dial tcp: refused","tags":1}`},
 		"GET /api/v1/devices/plc1/plan": {200, planBody},
 	})
 	code, out, _ := runCLI("--url", d.srv.URL, "devices", "list")
-	want := "NAME  DRIVER  STATE       TAGS  URL                      REASON\n" +
-		"plc1  modbus  connected   3     tcp://10.0.0.5:502\n" +
-		"ua1   opcua   connecting  1     opc.tcp://10.0.0.6:4840  dial tcp: refused\n" +
-		"sim   sim     connected   0     -\n"
+	want := "NAME  DRIVER  STATE       TAGS  REQUESTS  ERRORS  P50     P99     LAST GOOD   URL                      REASON\n" +
+		"plc1  modbus  connected   3     1200      4       1.25ms  41.5ms  3h0m0s ago  tcp://10.0.0.5:502\n" +
+		"ua1   opcua   connecting  1     -         -       -       -       -           opc.tcp://10.0.0.6:4840  dial tcp: refused\n" +
+		"sim   sim     connected   0     -         -       -       -       -           -\n"
 	if code != 0 || out != want {
 		t.Errorf("list: exit %d output:\n%s\nwant:\n%s", code, out, want)
 	}
 	code, out, _ = runCLI("--url", d.srv.URL, "devices", "show", "plc1")
-	want = "name                  plc1\n" +
-		"driver                modbus\n" +
-		"url                   tcp://10.0.0.5:502\n" +
-		"state                 connected\n" +
-		"tags                  3\n" +
-		"requests              3 per round of scans (1s: 2, 5s: 1); qubiqctl devices plan plc1 lists them\n" +
-		"breaker               \"closed\"\n" +
-		"stats.latency_p99_ms  41.5\n" +
-		"stats.requests        1200\n" +
-		"stats.timeouts        3\n"
+	want = "name            plc1\n" +
+		"driver          modbus\n" +
+		"url             tcp://10.0.0.5:502\n" +
+		"state           connected\n" +
+		"tags            3\n" +
+		"scan requests   3 per round of scans (1s: 2, 5s: 1); qubiqctl devices plan plc1 lists them\n" +
+		"requests        1200\n" +
+		"errors          4 (exception 1, timeout 3)\n" +
+		"timeouts        3\n" +
+		"reconnects      1\n" +
+		"last good poll  " + last + " (3h0m0s ago)\n" +
+		"last error      never\n" +
+		"latency         p50 1.25ms, p99 41.5ms\n" +
+		"unit 1 breaker  closed, 0 consecutive timeouts\n" +
+		"unit 2 breaker  open, 3 consecutive timeouts, demoted until 2026-12-01T10:00:30Z\n" +
+		"breaker_note    \"x\"\n"
 	if code != 0 || out != want {
 		t.Errorf("show plc1: exit %d output:\n%s\nwant:\n%s", code, out, want)
 	}

@@ -30,7 +30,7 @@ var commandOrder = []string{
 	"apikeys create", "apikeys list", "apikeys revoke",
 	"users add", "users passwd", "users disable", "users list",
 	"mqtt keygen", "mqtt sign",
-	"audit", "provision", "completion", "help",
+	"audit", "provision", "flash", "backup", "restore", "log-level", "completion", "help",
 }
 
 // sortedCommands returns the visible commands whose name is prefix or
@@ -133,12 +133,11 @@ func printHelp(w io.Writer, name string) error {
 	c, ok := commands[name]
 	if !ok {
 		fmt.Fprintf(w, "usage: qubiqctl %s %s ...\n\n", name, strings.Join(subcommands(name), "|"))
-		t := newTable(w)
+		// Each subcommand's usage line, then its summary indented below it:
+		// a table would push every summary past the longest usage line
+		// (tags import's is 150 columns).
 		for _, sc := range sortedCommands(name) {
-			t.row("  "+sc.usageLine(), summary(sc.help))
-		}
-		if err := t.flush(); err != nil {
-			return err
+			fmt.Fprintf(w, "  %s\n      %s\n", sc.usageLine(), strings.ReplaceAll(wrap(summary(sc.help), 72), "\n", "\n      "))
 		}
 		_, err := fmt.Fprintf(w, "\nRun 'qubiqctl help %s SUBCOMMAND' for its flags and details.\n", name)
 		return err

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -52,8 +54,15 @@ func TestHelp_Groups(t *testing.T) {
 			t.Fatalf("help %s: exit %d", g, code)
 		}
 		for _, c := range sortedCommands(g) {
-			if !strings.Contains(out, c.usageLine()) {
-				t.Errorf("help %s lacks %q", g, c.usageLine())
+			// the usage line, and the summary's start indented on the next line
+			want := "  " + c.usageLine() + "\n      " + strings.Fields(summary(c.help))[0] + " "
+			if !strings.Contains(out, want) {
+				t.Errorf("help %s lacks %q:\n%s", g, want, out)
+			}
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(line, "      ") && len(line) > 80 {
+				t.Errorf("help %s: summary line of %d columns: %q", g, len(line), line)
 			}
 		}
 		if code, out2, _ := runCLI(append(words, "--help")...); code != 0 || out2 != out {
@@ -138,4 +147,40 @@ func TestUsageError_OneLine(t *testing.T) {
 func firstLines(s string, n int) string {
 	ls := strings.SplitN(s, "\n", n+1)
 	return strings.Join(ls[:min(n, len(ls))], "\n")
+}
+
+// TestHelp_APIKeyScopes: help apikeys create names every scope and
+// permission of the tables under docs/security.md's "Scopes" and
+// "Permissions", so nobody has to guess them.
+func TestHelp_APIKeyScopes(t *testing.T) {
+	clearEnv(t)
+	page, err := os.ReadFile("../../docs/security.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ := runCLI("help", "apikeys", "create")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	row := regexp.MustCompile("^\\| `([a-z_:]+)` \\|")
+	counts := map[string]int{}
+	section := ""
+	for _, line := range strings.Split(string(page), "\n") {
+		if h, ok := strings.CutPrefix(line, "## "); ok {
+			section = h
+			continue
+		}
+		if section != "Scopes" && section != "Permissions" {
+			continue
+		}
+		if m := row.FindStringSubmatch(line); m != nil {
+			counts[section]++
+			if !strings.Contains(out, m[1]) {
+				t.Errorf("help apikeys create lacks %q (docs/security.md, %s)", m[1], section)
+			}
+		}
+	}
+	if counts["Scopes"] == 0 || counts["Permissions"] == 0 {
+		t.Errorf("docs/security.md: found %v rows, want the tables of Scopes and Permissions", counts)
+	}
 }

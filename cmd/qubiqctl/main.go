@@ -130,6 +130,8 @@ type opts struct {
 	expires                              string
 	passwordFile                         string
 	realm                                string
+	force, keepCredentials               bool   // flash, restore
+	output                               string // backup -o
 	// mqtt keygen / sign
 	mqttKey, mqttKeyID, mqttTopic, mqttBody, mqttID, mqttTS, mqttOut string
 }
@@ -148,7 +150,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if errors.Is(err, flag.ErrHelp) {
 			return c.report(&helpRequest{})
 		}
-		return c.report(&usageError{msg: err.Error()})
+		return c.report(&usageError{msg: flagError(fs, err)})
 	}
 	rest := fs.Args()
 	if len(rest) == 0 {
@@ -174,7 +176,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return c.report(&helpRequest{cmd: cmd.name})
 	}
 	if err != nil {
-		return c.report(&usageError{msg: fmt.Sprintf("%s: %v", cmd.name, err), cmd: cmd.name})
+		return c.report(&usageError{msg: fmt.Sprintf("%s: %s", cmd.name, flagError(sfs, err)), cmd: cmd.name})
 	}
 	for _, f := range []*flag.FlagSet{fs, sfs} {
 		f.Visit(func(f *flag.Flag) { c.g.timeoutSet = c.g.timeoutSet || f.Name == "timeout" })
@@ -248,6 +250,51 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
+}
+
+// flagError rewords an error of package flag for a person: the flag as it
+// is typed (--name, not flag's -name), and what a value must look like
+// ("unknown flag --frob"; `--timeout "abc": want a duration such as 30s,
+// 500ms or 2m`; "--name needs a value"). Other errors pass unchanged.
+func flagError(fs *flag.FlagSet, err error) string {
+	msg := err.Error()
+	dash := func(name string) string {
+		if len(name) == 1 {
+			return "-" + name
+		}
+		return "--" + name
+	}
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		return fmt.Sprintf("unknown flag %s", dash(strings.TrimPrefix(name, "-")))
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return fmt.Sprintf("%s needs a value", dash(strings.TrimPrefix(name, "-")))
+	}
+	// flag: invalid value "abc" for flag -timeout: parse error
+	var val, name string
+	if rest, ok := strings.CutPrefix(msg, "invalid value "); ok {
+		if i := strings.Index(rest, " for flag -"); i > 0 {
+			val = rest[:i]
+			name, _, _ = strings.Cut(rest[i+len(" for flag -"):], ":")
+		}
+	}
+	if name == "" {
+		return msg
+	}
+	want := "not a valid value"
+	if f := fs.Lookup(name); f != nil {
+		if g, ok := f.Value.(flag.Getter); ok {
+			switch g.Get().(type) {
+			case time.Duration:
+				want = "want a duration such as 30s, 500ms or 2m"
+			case bool:
+				want = "want true or false"
+			case int, int64, uint, uint64:
+				want = "want a whole number"
+			}
+		}
+	}
+	return fmt.Sprintf("%s %s: %s", dash(name), val, want)
 }
 
 // report prints err and returns the exit code: 0 for nil and for a help

@@ -98,7 +98,8 @@ func clearEnv(t *testing.T) {
 }
 
 const healthBody = `{"status":"degraded","reasons":["python runtime missing: /usr/lib/qubiq/current/python/bin/python3"],
-"version":"1.4.0","uptime_s":3723,"sandbox":{"mode":"cgroup2","limits":{"memory_max":268435456},"python":{"status":"missing","version":"","path":"/usr/lib/qubiq/current/python/bin/python3"},"linter":"syntax-only"},
+"warnings":["/etc/qubiq/qubiq.yaml:12: mqtt: this qubiqd does not act on this block; it is ignored","python.pids_max: unlimited: script workers run without that limit"],
+"version":"1.4.0","uptime_s":3723,"sandbox":{"mode":"cgroup2","limits":{"memory_max":268435456,"memory":"enforced (memory.max)"},"hardening":{"netns":"active","landlock":"unavailable: kernel without Landlock"},"python":{"status":"missing","version":"","path":"/usr/lib/qubiq/current/python/bin/python3"},"linter":"syntax-only"},
 "devices":{"plc1":{"state":"connected"},"ua1":{"state":"disconnected","reason":"certificate not trusted"}},"escape_hatch":false}`
 
 const readBody = `[{"path":"Line1/Big","value":18446744073709551615,"quality":"Good","timestamp":"2025-03-01T12:00:00.000000000Z"},
@@ -114,11 +115,14 @@ func TestRun_Status_Table(t *testing.T) {
 	}
 	for _, want := range []string{
 		"status        degraded\n",
-		"reasons       python runtime missing: /usr/lib/qubiq/current/python/bin/python3\n",
-		"version       1.4.0\n",
+		"reasons       python runtime missing: /usr/lib/qubiq/current/python/bin/python3\n" +
+			"warnings      /etc/qubiq/qubiq.yaml:12: mqtt: this qubiqd does not act on this block; it is ignored\n" +
+			"              python.pids_max: unlimited: script workers run without that limit\n" +
+			"version       1.4.0\n",
 		"uptime        1h2m3s\n",
 		"sandbox       mode cgroup2, linter syntax-only\n",
-		"limits        {\"memory_max\":268435456}\n",
+		// one line per key, in the daemon's order, strings unquoted
+		"limits        memory_max: 268435456\n              memory: enforced (memory.max)\nhardening     netns: active\n              landlock: unavailable: kernel without Landlock\n",
 		"escape hatch  off\n",
 		"DEVICE  STATE         REASON\nplc1    connected\nua1     disconnected  certificate not trusted\n",
 	} {
@@ -242,10 +246,15 @@ func TestRun_ExitCodes(t *testing.T) {
 		{"unknown command", []string{"frobnicate"}, 2, `unknown command "frobnicate"`, true},
 		{"unknown sub-subcommand", []string{"tags", "delete"}, 2, `unknown subcommand "tags delete"`, true},
 		{"group without subcommand", []string{"tags"}, 2, "tags: missing subcommand", true},
-		{"unknown global flag", []string{"--frob", "status"}, 2, "flag provided but not defined: -frob", true},
-		{"unknown subcommand flag", []string{"tags", "list", "--frob"}, 2, "flag provided but not defined: -frob", true},
+		{"unknown global flag", []string{"--frob", "status"}, 2, "qubiqctl: unknown flag --frob\n", true},
+		{"unknown subcommand flag", []string{"tags", "list", "--frob"}, 2, "qubiqctl: tags list: unknown flag --frob\n", true},
+		{"bad timeout", []string{"--timeout", "abc", "status"}, 2, `qubiqctl: --timeout "abc": want a duration such as 30s, 500ms or 2m`, true},
+		{"bad subcommand timeout", []string{"status", "--timeout", "5"}, 2, `qubiqctl: status: --timeout "5": want a duration such as 30s`, true},
+		{"flag without value", []string{"apikeys", "create", "--name"}, 2, "qubiqctl: apikeys create: --name needs a value\n", true},
 		{"missing paths", []string{"tags", "read"}, 2, "want PATH|FOLDER|PATTERN... | --all", true},
 		{"bad write arg", []string{"tags", "write", "novalue"}, 2, `"novalue" is not PATH=VALUE`, true},
+		{"write value apart", []string{"tags", "write", "Line1/SP", "900"}, 2, `"Line1/SP" is not PATH=VALUE; did you mean "Line1/SP=900"?`, true},
+		{"write spaced =", []string{"tags", "write", "Line1/SP", "=", "900"}, 2, `did you mean "Line1/SP=900"?`, true},
 		{"bad run target", []string{"scripts", "run", "pumps"}, 2, `"pumps" is not MODULE.ENTRY`, true},
 		{"bad run args", []string{"scripts", "run", "pumps.start", "--args", "{oops"}, 2, "is not JSON", true},
 		{"key without name", []string{"apikeys", "create", "--scopes", "tag:read"}, 2, "--name and --write-level are required", true},
@@ -255,6 +264,9 @@ func TestRun_ExitCodes(t *testing.T) {
 		{"busy", []string{"--url", d.srv.URL, "scripts", "run", "pumps.start"}, 1, "all workers busy (HTTP 503, busy)", false},
 		{"not found", []string{"--url", d.srv.URL, "apikeys", "revoke", "k9"}, 1, "no route (HTTP 404, not_found)", false},
 		{"daemon down", []string{"--url", dead, "status"}, 1, "is qubiqd running at " + dead, false},
+		// the file named once, not os's "read F: open F: ..."
+		{"missing file", []string{"--url", d.srv.URL, "project", "import", "/nonexistent/plant.yaml"}, 1,
+			"qubiqctl: /nonexistent/plant.yaml: no such file or directory\n", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -288,7 +300,7 @@ func TestRun_Env_URLAndAPIKey(t *testing.T) {
 	if r := d.last(t); r.auth != "Bearer from-env" {
 		t.Errorf("Authorization = %q, want the env key", r.auth)
 	}
-	if out != "NAME  DRIVER  STATE      TAGS  URL  REASON\nplc1  modbus  connected  12    -\n" {
+	if out != "NAME  DRIVER  STATE      TAGS  REQUESTS  ERRORS  P50  P99  LAST GOOD  URL  REASON\nplc1  modbus  connected  12    -         -       -    -    -          -\n" {
 		t.Errorf("output:\n%q", out)
 	}
 	// The flag wins over the environment, before or after the subcommand.

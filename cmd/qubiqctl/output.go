@@ -91,6 +91,40 @@ func compactJSON(raw json.RawMessage) []byte {
 	return b.Bytes()
 }
 
+// objectFields renders a JSON object as one "key: value" line per key, in
+// the document's order: strings without their quotes, other values as
+// compact JSON. Anything but an object is one line of compact JSON; an
+// empty raw is no line.
+func objectFields(raw json.RawMessage) []string {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return []string{string(compactJSON(raw))}
+	}
+	var out []string
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return []string{string(compactJSON(raw))}
+		}
+		key, _ := tok.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return []string{string(compactJSON(raw))}
+		}
+		var str string
+		if json.Unmarshal(v, &str) == nil {
+			out = append(out, key+": "+str)
+		} else {
+			out = append(out, key+": "+string(compactJSON(v)))
+		}
+	}
+	return out
+}
+
 func formatTime(t time.Time) string {
 	if t.IsZero() {
 		return "-"
@@ -130,16 +164,17 @@ func printHealth(w io.Writer, h apitypes.Health) error {
 		}
 		t.row(label, r)
 	}
+	for i, w := range h.Warnings {
+		label := ""
+		if i == 0 {
+			label = "warnings"
+		}
+		t.row(label, w)
+	}
 	t.row("version", orDash(h.Version))
 	t.row("uptime", (time.Duration(h.UptimeS) * time.Second).String())
 	sb := h.Sandbox
 	t.row("sandbox", fmt.Sprintf("mode %s, linter %s", orDash(sb.Mode), orDash(sb.Linter)))
-	if len(sb.Limits) > 0 {
-		t.row("limits", string(compactJSON(sb.Limits)))
-	}
-	if len(sb.Hardening) > 0 {
-		t.row("hardening", string(compactJSON(sb.Hardening)))
-	}
 	py := orDash(sb.Python.Status)
 	if sb.Python.Version != "" {
 		py += " " + sb.Python.Version
@@ -160,6 +195,20 @@ func printHealth(w io.Writer, h apitypes.Health) error {
 			line += ": " + f.Reason
 		}
 		t.row("flow "+n, line)
+	}
+	// The sandbox's limits and hardening, one line per key, after the
+	// summary rows.
+	for _, o := range []struct {
+		label string
+		raw   json.RawMessage
+	}{{"limits", sb.Limits}, {"hardening", sb.Hardening}} {
+		for i, f := range objectFields(o.raw) {
+			label := ""
+			if i == 0 {
+				label = o.label
+			}
+			t.row(label, f)
+		}
 	}
 	if m := h.MQTT; m != nil {
 		link := "down"

@@ -29,12 +29,12 @@ func init() {
 			fs.StringVar(&o.realm, "realm", "", "platform or operator")
 			fs.StringVar(&o.level, "level", "", "an operator's level: view, operate or supervise")
 			fs.StringVar(&o.perms, "permissions", "", "a platform user's comma-separated permissions")
-			fs.StringVar(&o.passwordFile, "password-file", "", "file holding the password (- for stdin)")
+			fs.StringVar(&o.passwordFile, "password-file", "", "file holding the password, at least 8 characters (- for stdin; trailing newlines are dropped)")
 		}, run: cmdUsersAdd}
 	commands["users passwd"] = command{name: "users passwd", args: "NAME --password-file FILE",
 		help: "Set a user's password; the user's open sessions end at once.",
 		flags: func(fs *flag.FlagSet, o *opts) {
-			fs.StringVar(&o.passwordFile, "password-file", "", "file holding the password (- for stdin)")
+			fs.StringVar(&o.passwordFile, "password-file", "", "file holding the password, at least 8 characters (- for stdin; trailing newlines are dropped)")
 		}, run: cmdUsersPasswd}
 	commands["users disable"] = command{name: "users disable", args: "NAME",
 		help: "Disable a user: no more logins, open sessions and panels end at once.", run: cmdUsersDisable}

@@ -1,6 +1,6 @@
 // Command qubiqd is the QUBIQ Edge daemon: it polls devices, keeps the tag
 // store, serves the REST API and runs gateway scripts in sandboxed Python
-// workers (DESIGN.md, Binaries).
+// workers (README.md, Binaries).
 //
 //	qubiqd --config FILE       run (default /etc/qubiq/qubiq.yaml)
 //	qubiqd --check-config      validate config and project, exit 0 or 1
@@ -21,8 +21,10 @@ import (
 	"qubiq.dev/edge/config"
 	"qubiq.dev/edge/daemon"
 	_ "qubiq.dev/edge/device/all"
+	"qubiq.dev/edge/gateway/appliance"
 	"qubiq.dev/edge/sandbox"
 	"qubiq.dev/edge/store"
+	"qubiq.dev/edge/systemd"
 )
 
 func main() {
@@ -38,7 +40,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cfgPath := fs.String("config", "/etc/qubiq/qubiq.yaml", "daemon configuration `file`")
 	check := fs.Bool("check-config", false, "validate the configuration and project, then exit")
 	version := fs.Bool("version", false, "print the version and exit")
-	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	logLevel := fs.String("log-level", "", "log level: debug, info, warn, error (default: the config's log.level, else info)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -47,12 +49,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
-		fmt.Fprintf(stderr, "qubiqd: --log-level %q: %v\n", *logLevel, err)
-		return 2
+	if *logLevel != "" {
+		l, err := systemd.ParseLevel(*logLevel)
+		if err != nil {
+			fmt.Fprintf(stderr, "qubiqd: --log-level: %v\n", err)
+			return 2
+		}
+		lvl = l
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
 	if *check {
+		log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
 		if err := daemon.Check(*cfgPath, log); err != nil {
 			fmt.Fprintf(stderr, "qubiqd: configuration invalid:\n%v\n", err)
 			return 1
@@ -62,7 +68,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := runDaemon(ctx, *cfgPath, log); err != nil {
+	if err := runDaemon(ctx, *cfgPath, *logLevel != "", lvl, stderr); err != nil {
+		var ec interface{ RestartExitCode() int }
+		if errors.As(err, &ec) {
+			fmt.Fprintf(stderr, "qubiqd: %v\n", err)
+			return ec.RestartExitCode() // 75: systemd restarts the daemon (a bundle or a restore is staged)
+		}
 		fmt.Fprintf(stderr, "qubiqd: %v\n", err)
 		if errors.Is(err, store.ErrInUse) {
 			fmt.Fprintln(stderr, "qubiqd: another qubiqd holds this data_dir; stop it first")
@@ -72,12 +83,27 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func runDaemon(ctx context.Context, path string, log *slog.Logger) error {
+// runDaemon loads the config, makes the logger (the journal under
+// systemd, else text on stderr, as log.output says; the level from
+// --log-level when given, else log.level, changeable at run time) and runs
+// the daemon.
+func runDaemon(ctx context.Context, path string, levelGiven bool, lvl slog.Level, stderr io.Writer) error {
 	cfg, err := config.LoadDaemon(path)
 	if err != nil {
 		return err
 	}
-	sys, err := daemon.New(ctx, cfg, log)
+	set, err := appliance.ParseSettings(cfg)
+	if err != nil {
+		return err
+	}
+	if !levelGiven {
+		lvl = set.LogLevel
+	}
+	log, level, err := systemd.NewLogger(lvl, systemd.LogOptions{Output: set.LogOutput, Stderr: stderr, Identifier: "qubiqd"})
+	if err != nil {
+		return err
+	}
+	sys, err := daemon.New(ctx, cfg, log, level)
 	if err != nil {
 		return err
 	}

@@ -1,5 +1,5 @@
 // Package all registers every device driver of QUBIQ Edge by importing it
-// for its init side effect (STYLE.md §1: one place). Only cmd/qubiqd and
+// for its init side effect (docs/architecture.md: one place). Only cmd/qubiqd and
 // tests import it; library packages take a driver through device.Lookup.
 package all
 

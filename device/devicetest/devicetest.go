@@ -1,5 +1,5 @@
 // Package devicetest holds what driver tests share: Run, the conformance
-// suite every device.Driver must pass (STYLE.md §10), and ModbusServer, an
+// suite every device.Driver must pass (docs/architecture.md), and ModbusServer, an
 // in-process Modbus TCP server that misbehaves on demand. Only tests import
 // it; production code must not.
 package devicetest

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// ModbusServer is an in-process Modbus server for driver tests (STYLE.md
+// ModbusServer is an in-process Modbus server for driver tests (docs/architecture.md
 // §10): it serves holding and input registers, coils and discrete inputs
 // that a test sets, answers exception 2 for any address not set, and lets a
 // hook misbehave per request (delay, exceptions, raw hostile frames, an
@@ -72,7 +72,7 @@ type Reply struct {
 	NoReply   bool          // do not answer (the connection stays open)
 	Close     bool          // close the connection after acting
 	// SplitAfter > 0 writes the answer's first SplitAfter bytes, waits
-	// SplitPause, then writes the rest (cases/modbus.md C09: a slow slave
+	// SplitPause, then writes the rest (docs/modbus.md, fault C09: a slow slave
 	// cuts its exception frame after 4 bytes).
 	SplitAfter int
 	SplitPause time.Duration

@@ -11,7 +11,7 @@ import (
 )
 
 // Socat is the Debian socat that links two pseudo-terminals for RTU tests
-// (PEERS.md: `socat -d -d pty,raw,echo=0 pty,raw,echo=0`).
+// (socat's own pty pair: `socat -d -d pty,raw,echo=0 pty,raw,echo=0`).
 const Socat = "/usr/bin/socat"
 
 var ptyLine = regexp.MustCompile(`PTY is (/dev/\S+)`)

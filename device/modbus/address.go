@@ -73,7 +73,7 @@ func (t Table) Writable() bool { return t == Coil || t == HoldingRegister }
 // that one FC16 write carries (Modbus Application Protocol §6.12: 123).
 const MaxStringRegisters = 123
 
-// Address is a parsed Modbus tag address (DESIGN.md, Tags and addresses).
+// Address is a parsed Modbus tag address (docs/modbus.md, Tags and addresses).
 // Offset is the zero-based PDU address sent on the wire. Bit is the bit in a
 // register (0 = least significant) or -1. Length is the string length in
 // registers, or 0 for a non-string address.
@@ -84,7 +84,7 @@ type Address struct {
 	Length int
 }
 
-// ParseAddress parses a tag address in one of the notations of DESIGN.md
+// ParseAddress parses a tag address in one of the notations of docs/modbus.md
 // (Tags and addresses):
 //
 //   - zero-based: HR100, IR100, CO100, DI100 (PDU address 0..65535; the
@@ -97,7 +97,7 @@ type Address struct {
 // each optionally followed by ".B" (bit B, 0..15, of a holding or input
 // register; the tag is a bool) or ":N" (a string of N registers, 1..123, the
 // first character in the high byte). 40000, 30000, 00000 and 6-digit numbers
-// beyond 465536 are errors (cases/modbus.md C04). The error names the address
+// beyond 465536 are errors (docs/modbus.md, fault C04). The error names the address
 // text.
 func ParseAddress(s string) (Address, error) {
 	a, err := parseAddress(strings.TrimSpace(s))
@@ -248,7 +248,7 @@ func (a Address) String() string {
 
 // Modicon returns the one-based Modicon notation of a: 5 digits when the
 // register number fits (40101), else 6 digits (465536), so that users can
-// compare with vendor sheets (cases/modbus.md C04).
+// compare with vendor sheets (docs/modbus.md, fault C04).
 func (a Address) Modicon() string {
 	n := int(a.Offset) + 1
 	if n <= 9999 {

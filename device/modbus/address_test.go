@@ -16,7 +16,7 @@ func TestParseAddress_Notations(t *testing.T) {
 		zero    string
 		modicon string
 	}{
-		// cases/modbus.md C04, the whole table.
+		// docs/modbus.md, fault C04, the whole table.
 		{"40001", HoldingRegister, 0x0000, -1, 0, 3, "HR0", "40001"},
 		{"40110", HoldingRegister, 0x006D, -1, 0, 3, "HR109", "40110"},
 		{"HR110", HoldingRegister, 0x006E, -1, 0, 3, "HR110", "40111"},
@@ -24,7 +24,7 @@ func TestParseAddress_Notations(t *testing.T) {
 		{"00001", Coil, 0x0000, -1, 0, 1, "CO0", "00001"},
 		{"10005", DiscreteInput, 0x0004, -1, 0, 2, "DI4", "10005"},
 		{"465536", HoldingRegister, 0xFFFF, -1, 0, 3, "HR65535", "465536"},
-		// DESIGN.md, Tags and addresses.
+		// docs/modbus.md, Tags and addresses.
 		{"40101", HoldingRegister, 100, -1, 0, 3, "HR100", "40101"},
 		{"400101", HoldingRegister, 100, -1, 0, 3, "HR100", "40101"},
 		{"HR100", HoldingRegister, 100, -1, 0, 3, "HR100", "40101"},

@@ -156,20 +156,24 @@ func (b *bus) current() conn {
 
 // connect returns the open connection or dials one (opens the port). While
 // a failed dial's backoff runs it fails at once with Bad_NotConnected. The
-// caller holds sem.
-func (b *bus) connect(ctx context.Context, timeout time.Duration, log *slog.Logger) (conn, *reqError) {
+// caller holds sem. fresh reports a connection dialled (opened) by this
+// call.
+func (b *bus) connect(ctx context.Context, timeout time.Duration, log *slog.Logger) (c conn, fresh bool, _ *reqError) {
 	b.mu.Lock()
 	c, closed := b.c, b.closed
 	b.mu.Unlock()
 	if closed {
-		return nil, &reqError{q: value.BadNotConnected, reason: "driver closed", err: errClosed}
+		return nil, false, &reqError{q: value.BadNotConnected, reason: "driver closed", err: errClosed}
 	}
 	if c != nil {
-		return c, nil
+		return c, false, nil
 	}
-	if now := time.Now(); now.Before(b.retryAt) {
-		return nil, &reqError{q: value.BadNotConnected, err: b.dialErr,
-			reason: fmt.Sprintf("not connected: %v (next attempt in %s)", b.dialErr, b.retryAt.Sub(now).Round(time.Millisecond))}
+	if time.Now().Before(b.retryAt) {
+		// The reason is the same as the failed dial's, with no countdown: a
+		// reason that changes at every scan would make every scan a new VQT
+		// (new timestamp, a change on every subscription) and show a
+		// countdown frozen at whatever the last change said.
+		return nil, false, &reqError{q: value.BadNotConnected, err: b.dialErr, reason: "not connected: " + b.dialErr.Error()}
 	}
 	var err error
 	switch b.ep.kind {
@@ -188,7 +192,7 @@ func (b *bus) connect(ctx context.Context, timeout time.Duration, log *slog.Logg
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, ctxError(ctx, false)
+			return nil, false, ctxError(ctx, false)
 		}
 		b.failures++
 		b.dialErr = err
@@ -196,13 +200,13 @@ func (b *bus) connect(ctx context.Context, timeout time.Duration, log *slog.Logg
 		if b.failures == 1 {
 			log.Warn("modbus: connect failed; retrying with backoff", slog.String("addr", b.ep.key()), slog.Any("err", err))
 		}
-		return nil, &reqError{q: value.BadNotConnected, reason: "not connected: " + err.Error(), err: err}
+		return nil, false, &reqError{q: value.BadNotConnected, reason: "not connected: " + err.Error(), err: err}
 	}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
 		_ = c.Close() // raced with the last release: nothing was sent on c
-		return nil, &reqError{q: value.BadNotConnected, reason: "driver closed", err: errClosed}
+		return nil, false, &reqError{q: value.BadNotConnected, reason: "driver closed", err: errClosed}
 	}
 	b.c = c
 	b.mu.Unlock()
@@ -211,7 +215,7 @@ func (b *bus) connect(ctx context.Context, timeout time.Duration, log *slog.Logg
 	}
 	b.failures = 0
 	b.quietAt = time.Now().Add(b.t35)
-	return c, nil
+	return c, true, nil
 }
 
 // drop closes c after a failed request so that nothing left in it (a late

@@ -12,7 +12,7 @@ import (
 )
 
 // ByteOrder is the order of the bytes of a multi-register value on the wire
-// (DESIGN.md, Tags and addresses). For 32-bit values A is the most
+// (docs/modbus.md, Tags and addresses). For 32-bit values A is the most
 // significant byte; for 64-bit values the same four names mean ABCDEFGH,
 // GHEFCDAB, BADCFEHG and HGFEDCBA. For 16-bit values and strings only the
 // byte swap matters: BADC and DCBA swap the two bytes of each register.
@@ -81,7 +81,7 @@ const (
 	encLatin1                 // ISO/IEC 8859-1: each byte is the code point
 )
 
-// String options of a tag (DESIGN.md, Tags and addresses: "the first
+// String options of a tag (docs/modbus.md, Tags and addresses: "the first
 // character in the high byte"; docs/values.md, Strings from registers).
 const (
 	StringHighFirst = "high" // the first character of each register in its high byte (default)
@@ -248,7 +248,7 @@ func decodeRegisters(s spec, raw []byte) (value.Value, error) {
 // encodeRegisters turns v, already coerced to s.typ by value.Coerce, into the
 // register bytes to write (2 bytes per register, wire order). A string longer
 // than the address's length wraps value.ErrOutOfRange; a shorter one is
-// padded with NULs. It is the inverse of decodeRegisters (cases/modbus.md
+// padded with NULs. It is the inverse of decodeRegisters (docs/modbus.md, "Faults from the field"
 // C03: int16 -20 is 0xFFEC). Register bits are not encoded here: they are a
 // read-modify-write (see Driver.Write).
 func encodeRegisters(s spec, v value.Value) ([]byte, error) {

@@ -38,7 +38,7 @@ func near(got, want float64) bool {
 }
 
 func TestDecodeRegisters_C01Float32Orders(t *testing.T) {
-	const want = 28.094512939453125 // float32(28.094513), cases/modbus.md C01
+	const want = 28.094512939453125 // float32(28.094513), docs/modbus.md, fault C01
 	tests := []struct {
 		order  string
 		r0, r1 uint16

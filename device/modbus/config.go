@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"path"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,7 +15,7 @@ import (
 	"qubiq.dev/edge/device"
 )
 
-// Write modes (DESIGN.md, Project file: write_mode).
+// Write modes (docs/project.md, Project file: write_mode).
 const (
 	// WriteSingle writes one register with FC6 and one coil with FC5; values
 	// of several registers still go out with FC16.
@@ -30,7 +31,7 @@ const (
 )
 
 // Config is the driver-specific part of a modbus device in the project file
-// (DESIGN.md, Project file), decoded strictly from JSON with snake_case keys.
+// (docs/project.md, Project file), decoded strictly from JSON with snake_case keys.
 // Start from DefaultConfig: keys absent from the JSON keep their default.
 type Config struct {
 	// URL names the transport and the device (required):
@@ -71,14 +72,14 @@ type Config struct {
 	// MaxGap is the widest run of unused registers (or bits) that a read may
 	// bridge to merge two points into one request (0..125). A device that
 	// answers exception 2 for a bridged gap makes the driver split the
-	// request and remember it (cases/modbus.md C07).
+	// request and remember it (docs/modbus.md, fault C07).
 	MaxGap int `json:"max_gap"`
 	// MaxRegistersPerRequest caps the quantity of one FC3/FC4 read (1..125).
 	MaxRegistersPerRequest int `json:"max_registers_per_request"`
 	// MinInterval is the least time between the start of two requests on the
 	// connection (0: none), for devices that drop back-to-back requests.
 	MinInterval device.Duration `json:"min_interval"`
-	// Breaker demotes a unit that keeps timing out (DESIGN.md, Hard-won
+	// Breaker demotes a unit that keeps timing out (docs/architecture.md, Rules from
 	// rules: one dead unit never blinds the others).
 	Breaker BreakerConfig `json:"breaker"`
 }
@@ -94,7 +95,7 @@ type BreakerConfig struct {
 
 // Serial line defaults (Modbus over Serial Line V1.02 §2.5.1: 9600 and 19200
 // baud are required, 19200 the default of that spec; 9600 is what field
-// devices ship with most and what DESIGN.md's project file assumes).
+// devices ship with most and what docs/project.md's project file assumes).
 const (
 	DefaultBaud     = 9600
 	DefaultParity   = "E"
@@ -227,6 +228,14 @@ func (c Config) endpoint() (endpoint, error) {
 	if c.URL == "" {
 		return endpoint{}, fmt.Errorf("required (%s)", forms)
 	}
+	if !strings.Contains(c.URL, "://") && !strings.HasPrefix(c.URL, "rtu:") {
+		// "10.0.0.5:502", "plc1" or "/dev/ttyUSB0": the address a Kepware or
+		// Node-RED user types, without the scheme that says which framing.
+		if strings.HasPrefix(c.URL, "/") {
+			return endpoint{}, fmt.Errorf("%q: a serial port needs the rtu scheme: rtu://%s", c.URL, c.URL)
+		}
+		return endpoint{}, fmt.Errorf("%q: no scheme; for Modbus TCP write tcp://%s (also rtu+tcp://HOST:PORT for RTU framing over TCP)", c.URL, c.URL)
+	}
 	u, err := url.Parse(c.URL)
 	if err != nil {
 		return endpoint{}, fmt.Errorf("%q: %w", c.URL, err)
@@ -244,6 +253,9 @@ func (c Config) endpoint() (endpoint, error) {
 	if u.Hostname() == "" {
 		return endpoint{}, fmt.Errorf("%q: no host", c.URL)
 	}
+	if dottedQuad.MatchString(u.Hostname()) && net.ParseIP(u.Hostname()) == nil {
+		return endpoint{}, fmt.Errorf("%q: %s is not an IPv4 address (each of the four numbers is 0 to 255)", c.URL, u.Hostname())
+	}
 	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
 		return endpoint{}, fmt.Errorf("%q: only %s://host:port is allowed", c.URL, u.Scheme)
 	}
@@ -260,6 +272,11 @@ func (c Config) endpoint() (endpoint, error) {
 	}
 	return endpoint{kind: k, addr: net.JoinHostPort(u.Hostname(), port)}, nil
 }
+
+// dottedQuad matches a host written as four dot-separated numbers, which
+// is meant as an IPv4 address (a host name cannot end in a number label
+// under RFC 1123 §2.1's reading used by resolvers).
+var dottedQuad = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$`)
 
 // serialBauds are the rates github.com/goburrow/serial v0.1.0 sets on Linux.
 var serialBauds = map[int]bool{50: true, 75: true, 110: true, 134: true, 150: true, 200: true, 300: true,

@@ -21,7 +21,7 @@ func TestParseConfig_Defaults(t *testing.T) {
 	}
 	if c.UnitID != 1 || time.Duration(c.Timeout) != time.Second || c.WriteMode != "multiple" || c.MaxGap != 16 ||
 		c.MaxRegistersPerRequest != 125 || c.MinInterval != 0 || c.Breaker.Timeouts != 3 || time.Duration(c.Breaker.Backoff) != 30*time.Second {
-		t.Errorf("defaults differ from DESIGN.md's project file: %+v", c)
+		t.Errorf("defaults differ from docs/project.md's project file: %+v", c)
 	}
 	if err := c.Validate(); err != nil {
 		t.Errorf("Validate: %v", err)
@@ -122,6 +122,10 @@ func TestConfig_Validate_Errors(t *testing.T) {
 		{"no url", func(c *Config) { c.URL = "" }, "url: required"},
 		{"bad scheme", func(c *Config) { c.URL = "udp://a:502" }, "scheme must be tcp, rtu or rtu+tcp"},
 		{"no host", func(c *Config) { c.URL = "tcp://:502" }, "no host"},
+		{"no scheme", func(c *Config) { c.URL = "192.168.1.21:502" }, `"192.168.1.21:502": no scheme; for Modbus TCP write tcp://192.168.1.21:502`},
+		{"host name without scheme", func(c *Config) { c.URL = "plc1:502" }, "write tcp://plc1:502"},
+		{"serial port without scheme", func(c *Config) { c.URL = "/dev/ttyUSB0" }, "needs the rtu scheme: rtu:///dev/ttyUSB0"},
+		{"octet above 255", func(c *Config) { c.URL = "tcp://192.168.1.300:502" }, "192.168.1.300 is not an IPv4 address"},
 		{"bad port", func(c *Config) { c.URL = "tcp://a:70000" }, "port"},
 		{"path", func(c *Config) { c.URL = "tcp://a:502/x" }, "only tcp://host:port"},
 		{"rtu+tcp path", func(c *Config) { c.URL = "rtu+tcp://a:502/x" }, "only rtu+tcp://host:port"},

@@ -14,13 +14,13 @@
 // flight per connection or serial bus, several devices on one serial port
 // sharing its bus, min_interval, reconnect with backoff), the per-unit
 // circuit breaker, and the mapping of Modbus exceptions and I/O failures
-// onto quality (DESIGN.md, Quality).
+// onto quality (docs/project.md, Quality).
 //
 // It uses github.com/goburrow/modbus v0.1.0 for PDU encoding and parsing,
 // github.com/goburrow/serial v0.1.0 for the serial port, and its own
 // framing and transport for the wire, because of faults of those versions
 // that it works around (see link): a late answer desynchronises Modbus TCP
-// transaction ids for good (cases/modbus.md C08), exception function codes
+// transaction ids for good (docs/modbus.md, fault C08), exception function codes
 // keep the 0x80 bit (C07), the RTU transport ANDs the function code with
 // 0x80 instead of ORing and so never recognises an exception frame split
 // across reads (C09, readRTUFrame), and responses are not checked against
@@ -39,5 +39,5 @@
 //     checks (address, function, byte count, CRC).
 //
 // It imports device and value only; no other project package, and no other
-// driver, imports it (DESIGN.md, Layout and dependency direction).
+// driver, imports it (docs/architecture.md, Layout and dependency direction).
 package modbus

@@ -26,6 +26,7 @@ var (
 	_ device.Planner        = (*Driver)(nil)
 	_ device.WriteChecker   = (*Driver)(nil)
 	_ device.AddressChecker = (*Driver)(nil)
+	_ device.StatsReporter  = (*Driver)(nil)
 )
 
 // Driver is a Modbus TCP device (see the package doc). Build it with New;
@@ -45,6 +46,8 @@ type Driver struct {
 	rmw sync.Mutex // serialises register-bit read-modify-writes
 
 	specs device.ParseCache[spec] // the write path's parsed points (once per configuration)
+
+	stats *device.Counters // request statistics (stats.go)
 }
 
 // unitState is one unit's circuit breaker.
@@ -72,11 +75,13 @@ func NewDriver(name string, c Config, log *slog.Logger) *Driver {
 		log = slog.New(slog.DiscardHandler)
 	}
 	ep, _ := c.endpoint() // a bad url is reported by Validate and Open
+	stats := &device.Counters{}
 	return &Driver{
 		name:  name,
 		cfg:   c,
 		log:   log,
-		link:  newLink(ep, c, log),
+		stats: stats,
+		link:  newLink(ep, c, log, stats),
 		units: map[byte]*unitState{},
 		split: map[reqKey]byte{},
 	}
@@ -91,7 +96,7 @@ func (d *Driver) Validate() error {
 }
 
 // CheckPoint parses p's address with its type and byte order and checks
-// that they go together (DESIGN.md, Tags and addresses), and that its unit
+// that they go together (docs/modbus.md, Tags and addresses), and that its unit
 // id override fits the transport (0..255; 1..247 on RTU, where 0 means the
 // device's unit id as everywhere); the error names the address text.
 func (d *Driver) CheckPoint(p device.Point) error {
@@ -207,7 +212,7 @@ func (d *Driver) State() (string, string) {
 // lacks) or 3 (illegal data value: typically more registers than the device
 // takes in one request) is split (splitRequest) and retried, and the split
 // remembered, so that only the points the device really refuses are bad
-// (cases/modbus.md C07). A demoted unit's points are Bad_NotConnected
+// (docs/modbus.md, fault C07). A demoted unit's points are Bad_NotConnected
 // without a request.
 func (d *Driver) Read(ctx context.Context, points []device.Point) []value.VQT {
 	out := make([]value.VQT, len(points))
@@ -378,7 +383,7 @@ func (d *Driver) note(unit byte, rerr *reqError) {
 	}
 }
 
-// Write writes v to p once and never retries (DESIGN.md, Hard-won rules).
+// Write writes v to p once and never retries (docs/architecture.md, Rules from the field).
 // v comes coerced to p's type (device.Coerce, the write path's one
 // coercion); a value that does not conform is Bad_TypeMismatch, and a
 // string the tag's encoding or length cannot hold Bad_OutOfRange. p is

@@ -18,7 +18,7 @@ const (
 // transaction, protocol or unit id that does not match the request, a length
 // or byte count that disagrees with the frame or with the quantity asked, a
 // function code that answers another request. The connection that carried
-// it is closed (cases/modbus.md C08).
+// it is closed (docs/modbus.md, fault C08).
 var errBadFrame = errors.New("bad response frame")
 
 func badFrame(format string, args ...any) error {
@@ -26,8 +26,8 @@ func badFrame(format string, args ...any) error {
 }
 
 // readFrame reads one MBAP frame from r. It never reads past the frame: the
-// length field is checked against the PDU size limit first (DESIGN.md,
-// Hard-won rules: parse every response as hostile).
+// length field is checked against the PDU size limit first (docs/architecture.md,
+// Rules from the field: parse every response as hostile).
 func readFrame(r io.Reader) ([]byte, error) {
 	var hdr [mbapHeaderSize]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {

@@ -122,7 +122,7 @@ func (r replay) Send(req []byte) ([]byte, error) {
 // FuzzResponse feeds hostile bytes through the whole response path the
 // driver owns: readFrame, checkResponse, goburrow's parsing of what passed,
 // and the register codec. Nothing may panic, and a response that passes
-// must carry exactly the bytes asked for (DESIGN.md, Hard-won rules: ours is
+// must carry exactly the bytes asked for (docs/architecture.md, Rules from the field: ours is
 // fuzzed).
 func FuzzResponse(f *testing.F) {
 	f.Add(uint8(3), uint16(2), adu(1, 1, 3, 4, 0x41, 0xE0, 0xC1, 0x90))

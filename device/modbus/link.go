@@ -15,10 +15,11 @@ import (
 
 	"github.com/goburrow/modbus"
 
+	"qubiq.dev/edge/device"
 	"qubiq.dev/edge/value"
 )
 
-// Reconnect backoff (DESIGN.md, device.Driver: capped exponential backoff
+// Reconnect backoff (docs/modbus.md, device.Driver: capped exponential backoff
 // with jitter).
 const (
 	backoffStart = 100 * time.Millisecond
@@ -38,7 +39,7 @@ const (
 //     timeout and after a transaction-id mismatch, so a response that
 //     arrives after the timeout stays in the socket and every later request
 //     reads the answer to the one before ("response transaction id 'N' does
-//     not match request 'N+1'", forever; goburrow/modbus#64, cases/modbus.md
+//     not match request 'N+1'", forever; goburrow/modbus#64, docs/modbus.md, "Faults from the field"
 //     C08), and its idle-close timer never fires while polls keep coming.
 //     On Modbus TCP, link closes the connection after any error but a Modbus
 //     exception (a timeout, a frame that fails checkResponse, a short frame,
@@ -46,7 +47,7 @@ const (
 //     be read as the answer to a later request.
 //   - goburrow's RTU transport tests the exception bit with `& 0x80` where
 //     it means `| 0x80`, and reads whatever has arrived after a fixed sleep
-//     (goburrow/modbus#81, cases/modbus.md C09; see readRTUFrame). On RTU,
+//     (goburrow/modbus#81, docs/modbus.md, fault C09; see readRTUFrame). On RTU,
 //     link flushes the input and waits out the inter-frame silence (t3.5)
 //     before each request, reads each answer by its length
 //     (readRTUFrame), and keeps the port open after a timeout or a bad
@@ -70,6 +71,10 @@ type link struct {
 	client    modbus.Client
 	tr        transport
 	lastStart time.Time
+	dialled   bool // a connection was made before: the next one is a reconnect
+	reading   bool // the request in flight is a read (do's idempotent)
+
+	stats *device.Counters // the Driver's request statistics
 
 	mu     sync.Mutex // guards closed, state, reason
 	closed bool
@@ -77,8 +82,9 @@ type link struct {
 	reason string
 }
 
-func newLink(ep endpoint, c Config, log *slog.Logger) *link {
+func newLink(ep endpoint, c Config, log *slog.Logger, stats *device.Counters) *link {
 	l := &link{
+		stats:       stats,
 		timeout:     time.Duration(c.Timeout),
 		minInterval: time.Duration(c.MinInterval),
 		log:         log,
@@ -151,8 +157,8 @@ var errClosed = errors.New("driver closed")
 // do runs fn, one goburrow client call, on the connection for unit, dialling
 // first when needed. A read (idempotent) that fails because the device had
 // closed a connection opened earlier (devices close idle connections) is
-// tried once more on a new connection; a write is never retried (DESIGN.md,
-// Hard-won rules).
+// tried once more on a new connection; a write is never retried (docs/architecture.md,
+// Rules from the field).
 func (l *link) do(ctx context.Context, unit byte, idempotent bool, fn func(modbus.Client) ([]byte, error)) ([]byte, *reqError) {
 	select {
 	case l.bus.sem <- struct{}{}:
@@ -160,6 +166,7 @@ func (l *link) do(ctx context.Context, unit byte, idempotent bool, fn func(modbu
 		return nil, ctxError(ctx, false)
 	}
 	defer func() { <-l.bus.sem }()
+	l.reading = idempotent
 	for attempt := 0; ; attempt++ {
 		reused := l.bus.current() != nil
 		res, rerr := l.once(ctx, unit, fn)
@@ -182,15 +189,18 @@ func (l *link) once(ctx context.Context, unit byte, fn func(modbus.Client) ([]by
 		return nil, &reqError{q: value.BadNotConnected, reason: "driver closed", err: errClosed}
 	}
 	if l.busErr != nil {
+		l.stats.Observe(device.ErrConfiguration, -1, false)
 		return nil, &reqError{q: value.BadConfigurationError, reason: l.busErr.Error(), err: l.busErr}
 	}
-	nc, rerr := l.bus.connect(ctx, l.timeout, l.log)
+	nc, fresh, rerr := l.bus.connect(ctx, l.timeout, l.log)
 	if rerr != nil {
 		if rerr.q == value.BadNotConnected && !errors.Is(rerr, errClosed) {
 			l.setState("connecting", rerr.reason)
 		}
+		l.stats.Observe(device.ErrNotConnected, -1, false)
 		return nil, rerr
 	}
+	l.connected(fresh)
 	dl := time.Now().Add(l.timeout)
 	if cdl, ok := ctx.Deadline(); ok && cdl.Before(dl) {
 		dl = cdl
@@ -217,6 +227,7 @@ func (l *link) once(ctx context.Context, unit byte, fn func(modbus.Client) ([]by
 	l.tr.conn, l.tr.sent = nc, false
 	l.lastStart = time.Now()
 	res, err := fn(l.client)
+	lat := time.Since(l.lastStart)
 	if !stop() {
 		<-aborted // the abort must not land on a later request's deadline
 	}
@@ -227,14 +238,17 @@ func (l *link) once(ctx context.Context, unit byte, fn func(modbus.Client) ([]by
 	}
 	if err == nil {
 		l.setState("connected", "")
+		l.stats.Observe(device.ErrNone, lat, l.reading)
 		return res, nil
 	}
 	var me *modbus.ModbusError
 	if errors.As(err, &me) {
 		l.setState("connected", "")
+		l.stats.Observe(device.ErrException, lat, l.reading)
 		return nil, exceptionError(me.FunctionCode, me.ExceptionCode)
 	}
 	rerr = classify(ctx, err, sent)
+	l.stats.Observe(device.KindOf(rerr.q), lat, l.reading)
 	if !l.tr.rtu || (!rerr.timeout && !errors.Is(err, errBadFrame) && ctx.Err() == nil) {
 		// Modbus TCP: any failure may leave a late answer in the socket.
 		// RTU: only an I/O error means the port or socket is gone; a
@@ -294,11 +308,25 @@ func (l *link) open(ctx context.Context) {
 		l.setState("connecting", l.busErr.Error())
 		return
 	}
-	if _, rerr := l.bus.connect(ctx, l.timeout, l.log); rerr != nil {
+	_, fresh, rerr := l.bus.connect(ctx, l.timeout, l.log)
+	if rerr != nil {
 		l.setState("connecting", rerr.reason)
 		return
 	}
+	l.connected(fresh)
 	l.setState("connected", "")
+}
+
+// connected notes a connection in use; one this link's request dialled
+// after an earlier one is a reconnect. The caller holds bus.sem.
+func (l *link) connected(fresh bool) {
+	if !fresh {
+		return
+	}
+	if l.dialled {
+		l.stats.Reconnected()
+	}
+	l.dialled = true
 }
 
 // close marks the link closed (every later request fails with
@@ -349,7 +377,7 @@ func backoff(n int, lo, hi time.Duration) time.Duration {
 // connection before answering.
 var errPeerClosed = errors.New("connection closed by device")
 
-// classify maps a failed request's error to quality (DESIGN.md, Quality): a
+// classify maps a failed request's error to quality (docs/project.md, Quality): a
 // timeout is Bad_Timeout; a connection the device closed or reset is
 // Bad_NotConnected; a bad frame and any other I/O error is
 // Bad_CommunicationError.
@@ -391,7 +419,7 @@ func ctxError(ctx context.Context, sent bool) *reqError {
 // 11 (gateway path, target did not answer) Bad_CommunicationError, and 11
 // counts towards the unit's breaker like a timeout. fc is masked: goburrow
 // v0.1.0 reports the raw function byte with the 0x80 exception bit set
-// (0x83 = "131"), which users cannot match with function 3 (cases/modbus.md
+// (0x83 = "131"), which users cannot match with function 3 (docs/modbus.md, "Faults from the field"
 // C07).
 func exceptionError(fc, code byte) *reqError {
 	fc &^= 0x80

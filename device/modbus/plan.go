@@ -42,7 +42,7 @@ func (r request) end() int { return r.start + r.qty }
 // A single point larger than maxRegs gets a request of its own size. A merged
 // request for which split reports an exception code (the device refused it
 // before with exception 2 or 3) is replaced by its parts, as splitRequest
-// cuts them (cases/modbus.md C07).
+// cuts them (docs/modbus.md, fault C07).
 func plan(items []item, maxGap, maxRegs int, split func(reqKey) byte) []request {
 	sorted := make([]item, len(items))
 	copy(sorted, items)
@@ -112,7 +112,7 @@ func expand(r request, split func(reqKey) byte) []request {
 // that makes the larger part's span smallest. Repeated halving isolates a
 // hole in a few steps and keeps every part that the device accepts merged,
 // and converges on a device's per-request limit, instead of falling back to
-// one request per point (cases/modbus.md C07). A request of one item
+// one request per point (docs/modbus.md, fault C07). A request of one item
 // cannot be split.
 func splitRequest(r request) []request {
 	n := len(r.items)

@@ -81,7 +81,7 @@ func TestPlan_Merge(t *testing.T) {
 }
 
 func TestPlan_RemembersSplit(t *testing.T) {
-	// cases/modbus.md C07: 11174, 11176, 11177 merged over the hole at 11175.
+	// docs/modbus.md, fault C07: 11174, 11176, 11177 merged over the hole at 11175.
 	items := planItems(t, "HR11174 int16 1", "HR11176 int16 1", "HR11177 int16 1")
 	merged := plan(items, 16, 125, nil)
 	if got := describe(merged); fmt.Sprint(got) != "[u1 fc3 11174+4 [0 1 2]]" {

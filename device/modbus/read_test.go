@@ -404,7 +404,17 @@ func TestDriver_Read_NeverConnected(t *testing.T) {
 	if err := d.Open(context.Background()); err != nil {
 		t.Fatalf("Open with the device away: %v, want nil (it keeps trying)", err)
 	}
-	wantQuality(t, "read", read1(t, d, pt("HR0", value.Int16, "")), value.BadNotConnected)
+	first := read1(t, d, pt("HR0", value.Int16, ""))
+	wantQuality(t, "read", first, value.BadNotConnected)
+	// While it backs off, the reason stays the failed dial's: no countdown,
+	// so an unchanged outage is one VQT (its timestamp the outage's start),
+	// not a new one at every scan.
+	for i := range 3 {
+		v := read1(t, d, pt("HR0", value.Int16, ""))
+		if v.Quality != value.BadNotConnected || v.Reason != first.Reason || strings.Contains(v.Reason, "next attempt") {
+			t.Fatalf("read %d while backing off: %s %q, want %q", i+2, v.Quality, v.Reason, first.Reason)
+		}
+	}
 }
 
 func TestDriver_Read_BreakerDemotesOneUnit(t *testing.T) {
@@ -703,7 +713,7 @@ func TestDriver_Read_HoleKeepsNeighboursMerged(t *testing.T) {
 // TestDriver_Read_DeadUnitKeepsOthersRate: two units behind one gateway,
 // scanned together every 40 ms; unit 2 stops answering. After
 // breaker.timeouts it is demoted, and unit 1 is read Good in every scan at
-// its own pace (DESIGN.md, Hard-won rules: one dead unit never blinds the
+// its own pace (docs/architecture.md, Rules from the field: one dead unit never blinds the
 // others). pymodbus cannot silence one unit on demand, so this uses the
 // in-process fake.
 func TestDriver_Read_DeadUnitKeepsOthersRate(t *testing.T) {

@@ -33,7 +33,7 @@ func crc16(b []byte) uint16 {
 }
 
 // readRTUFrame reads the one RTU response to the request ADU req from r and
-// verifies it (DESIGN.md, Hard-won rules: parse every response as hostile).
+// verifies it (docs/architecture.md, Rules from the field: parse every response as hostile).
 //
 // The frame's end is found from its content, never from a silence: after
 // the address and function bytes it reads exactly 3 more bytes when the
@@ -41,7 +41,7 @@ func crc16(b []byte) uint16 {
 // exception frame), the byte count and that many data bytes and the CRC for
 // a read, or the 4-byte echo and the CRC for a write, waiting for each piece
 // until r's deadline. This is where goburrow/modbus v0.1.0's RTU transport
-// fails (goburrow/modbus#81, cases/modbus.md C09): it tests for an exception
+// fails (goburrow/modbus#81, docs/modbus.md, fault C09): it tests for an exception
 // with `function & 0x80` (always 0) instead of `function | 0x80`, so it never
 // sees one; it reads what has arrived after a fixed sleep, so a slave that
 // sends the exception frame as 4 bytes, a pause, and 1 byte gives it a CRC

@@ -30,7 +30,7 @@ func unhex(t testing.TB, s string) []byte {
 }
 
 func TestCRC16_Vectors(t *testing.T) {
-	// Frames of cases/modbus.md C09; the last two bytes are the CRC, low byte first.
+	// Frames of docs/modbus.md, fault C09; the last two bytes are the CRC, low byte first.
 	for _, f := range []string{"01 03 00 64 00 02 85 D4", "01 83 02 C0 F1", "01 03 04 41 48 00 00 6E 19"} {
 		b := unhex(t, f)
 		n := len(b)
@@ -149,7 +149,7 @@ func newRTUDriver(t *testing.T, url string, mutate func(*Config)) *Driver {
 	return d
 }
 
-// c09Hook answers the first request as the slow slave of cases/modbus.md
+// c09Hook answers the first request as the slow slave of docs/modbus.md, "Faults from the field"
 // C09 does: after a 50 ms turnaround, the exception frame 01 83 02 C0 F1
 // as 4 bytes, a 50 ms pause, and 1 byte. Later requests are served from the
 // tables after the same turnaround.
@@ -163,7 +163,7 @@ func c09Hook(t *testing.T) func(devicetest.Request) *devicetest.Reply {
 	}
 }
 
-// TestDriver_RTU_C09SplitException reproduces cases/modbus.md C09 on a
+// TestDriver_RTU_C09SplitException reproduces docs/modbus.md, fault C09 on a
 // pseudo-terminal pair: 9600 8N1, slave 1, request 01 03 00 64 00 02 85 D4.
 func TestDriver_RTU_C09SplitException(t *testing.T) {
 	srv, url := rtuSlave(t)

@@ -23,7 +23,7 @@ func TestDriver_Write_Requests(t *testing.T) {
 		regs []uint16
 		coil *bool
 	}{
-		// cases/modbus.md C03: -20 to an int16 is 0xFFEC with FC6 `00 0A FF EC`.
+		// docs/modbus.md, fault C03: -20 to an int16 is 0xFFEC with FC6 `00 0A FF EC`.
 		{"C03 int16 -20 single", WriteSingle, pt("HR10", value.Int16, ""), -20, "06 00 0A FF EC", []uint16{0xFFEC}, nil},
 		{"int16 -20 multiple", WriteMultiple, pt("HR10", value.Int16, ""), -20, "10 00 0A 00 01 02 FF EC", []uint16{0xFFEC}, nil},
 		{"uint16 single", WriteSingle, pt("40011", value.Uint16, ""), 65516, "06 00 0A FF EC", []uint16{0xFFEC}, nil},

@@ -35,7 +35,7 @@ const (
 	ByteString IDType = 'b'
 )
 
-// NodeAddress is a parsed OPC UA tag address (DESIGN.md, Tags and
+// NodeAddress is a parsed OPC UA tag address (docs/opcua.md, Tags and
 // addresses): a namespace, by URI (nsu=, which survives index changes) or by
 // index (ns=, converted to the URI form at the first successful connection),
 // and an identifier. Build it with ParseAddress.
@@ -216,7 +216,7 @@ func (a NodeAddress) Canonical(namespaces []string) (NodeAddress, error) {
 // Resolve returns the node id of a for a session whose namespace array is
 // namespaces: the URI is looked up on every call, so an address keeps
 // naming the same node after the server re-orders its namespaces
-// (cases/opcua.md C14). A URI missing from the array wraps
+// (docs/opcua.md, fault C14). A URI missing from the array wraps
 // ErrNamespaceUnknown.
 func (a NodeAddress) Resolve(namespaces []string) (*ua.NodeID, error) {
 	idx := a.Index

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -47,7 +48,7 @@ var modes = map[string]ua.MessageSecurityMode{
 }
 
 // Config is the driver-specific part of an opcua device in the project file
-// (DESIGN.md, Project file), decoded strictly from JSON with snake_case keys.
+// (docs/project.md, Project file), decoded strictly from JSON with snake_case keys.
 // Start from DefaultConfig: keys absent from the JSON keep their default.
 type Config struct {
 	// URL is the server endpoint, "opc.tcp://host:port[/path]". Required.
@@ -57,7 +58,7 @@ type Config struct {
 	// SecurityPolicy is PolicyNone (default), PolicyBasic256Sha256,
 	// PolicyAes128Sha256RsaOaep or PolicyAes256Sha256RsaPss. The driver uses
 	// exactly the endpoint with this policy and SecurityMode, never a weaker
-	// one (DESIGN.md, Hard-won rules).
+	// one (docs/architecture.md, Rules from the field).
 	SecurityPolicy string `json:"security_policy"`
 	// SecurityMode is ModeNone, ModeSign or ModeSignAndEncrypt. Empty means
 	// None with policy None and SignAndEncrypt with any other policy.
@@ -75,17 +76,17 @@ type Config struct {
 	// SessionTimeout is the session timeout requested in CreateSession
 	// (OPC UA Part 4 §5.6.2); the driver keeps the session alive with a read
 	// of ServerStatus.CurrentTime at half the revised timeout
-	// (cases/opcua.md C16).
+	// (docs/opcua.md, fault C16).
 	SessionTimeout device.Duration `json:"session_timeout"`
 	// ReconnectMin and ReconnectMax bound the capped exponential backoff
 	// (with jitter) between connection attempts. A server answering
 	// BadTooManySessions makes the driver wait at least 5 × ReconnectMin
-	// (cases/opcua.md C15).
+	// (docs/opcua.md, fault C15).
 	ReconnectMin device.Duration `json:"reconnect_min"`
 	ReconnectMax device.Duration `json:"reconnect_max"`
 	// PKIDir is the certificate store: own/ (this client's application
 	// instance certificate, made at first start), trusted/ and rejected/
-	// (DESIGN.md, Data directory). The daemon sets it to <data_dir>/pki for
+	// (docs/config.md, Data directory). The daemon sets it to <data_dir>/pki for
 	// every opcua device; a project file need not name it.
 	PKIDir string `json:"pki_dir"`
 	// ApplicationURI is this client's ApplicationURI, written into the SAN of
@@ -242,10 +243,17 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// dottedQuad matches a host written as four dot-separated numbers, meant
+// as an IPv4 address.
+var dottedQuad = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$`)
+
 // checkURL accepts "opc.tcp://host[:port][/path]".
 func checkURL(s string) error {
 	if s == "" {
 		return errors.New("required (opc.tcp://host:port)")
+	}
+	if !strings.Contains(s, "://") {
+		return fmt.Errorf("%q: no scheme; write opc.tcp://%s", s, s)
 	}
 	u, err := url.Parse(s)
 	if err != nil {
@@ -256,6 +264,9 @@ func checkURL(s string) error {
 	}
 	if u.Hostname() == "" {
 		return fmt.Errorf("%q: no host", s)
+	}
+	if h := u.Hostname(); dottedQuad.MatchString(h) && net.ParseIP(h) == nil {
+		return fmt.Errorf("%q: %s is not an IPv4 address (each of the four numbers is 0 to 255)", s, h)
 	}
 	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
 		return fmt.Errorf("%q: only opc.tcp://host:port[/path] is allowed", s)

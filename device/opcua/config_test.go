@@ -93,3 +93,19 @@ func TestDriver_CheckPoint(t *testing.T) {
 		t.Errorf("CheckPoint(HR100) = %v, want an error naming the address", err)
 	}
 }
+
+// TestCheckURL_Mistakes: the addresses people type without the scheme, or
+// with an octet above 255, are refused with the fix in the message.
+func TestCheckURL_Mistakes(t *testing.T) {
+	for in, want := range map[string]string{
+		"10.0.0.6:4840":              `"10.0.0.6:4840": no scheme; write opc.tcp://10.0.0.6:4840`,
+		"opc.tcp://10.0.0.256:4840": "10.0.0.256 is not an IPv4 address",
+	} {
+		if err := checkURL(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("checkURL(%q) = %v, want %q", in, err, want)
+		}
+	}
+	if err := checkURL("opc.tcp://plc-7.local:4840/UA/Server"); err != nil {
+		t.Errorf("a host name with a path: %v", err)
+	}
+}

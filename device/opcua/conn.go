@@ -31,7 +31,7 @@ const requestTimeout = 10 * time.Minute
 
 // session is one live OPC UA session on its own secure channel. When the
 // channel fails, the session object (s) survives in the run loop so the
-// next channel can re-activate it (cases/opcua.md C11, C15).
+// next channel can re-activate it (docs/opcua.md, fault C11, C15).
 type session struct {
 	d           *Driver
 	c           *opcua.Client
@@ -67,7 +67,7 @@ func (s *session) signalSubs() {
 // run connects, serves the session until it fails, and reconnects, until
 // ctx ends. Reconnecting first re-activates the old session on a new secure
 // channel (its subscriptions survive on the server, and no CloseSession is
-// sent: cases/opcua.md C11); only when that fails is a new session made,
+// sent: docs/opcua.md, fault C11); only when that fails is a new session made,
 // with its subscriptions and monitored items rebuilt.
 func (d *Driver) run(ctx context.Context) {
 	defer close(d.done)
@@ -105,6 +105,7 @@ func (d *Driver) run(ctx context.Context) {
 			continue
 		}
 		d.convertChecked(sess)
+		d.sessionUp(sess.reactivated)
 		d.setUp(sess)
 		d.signalFirst()
 		d.log.Info("opcua: connected", slog.String("url", d.cfg.URL),
@@ -121,6 +122,7 @@ func (d *Driver) run(ctx context.Context) {
 		}
 		d.log.Warn("opcua: session failed; reconnecting", slog.String("reason", why))
 		prev, prevThumb, lost = sess.s, sess.thumb, time.Now()
+		d.sessionDown()
 		d.dropChannel(sess.c)
 		d.setDown("connecting", value.BadNotConnected, why)
 		// A connection that failed soon after it was made counts as a
@@ -151,7 +153,7 @@ func (d *Driver) signalFirst() {
 // sleep waits for wait, or until ctx ends. Waiting on an untrusted server,
 // it also wakes when TrustCert or RejectCert changes a store, or when
 // pki/trusted changes on disk (checked each second), so a certificate moved
-// to trusted is used at once (cases/opcua.md C19).
+// to trusted is used at once (docs/opcua.md, fault C19).
 func (d *Driver) sleep(ctx context.Context, wait time.Duration, untrusted bool) {
 	t := time.NewTimer(wait)
 	defer t.Stop()
@@ -185,7 +187,7 @@ func (d *Driver) sleep(ctx context.Context, wait time.Duration, untrusted bool) 
 
 // backoff is the wait before attempt n+1 after n failures: capped
 // exponential from lo to hi, with jitter in [w/2, w). A server answering
-// BadTooManySessions gets at least 5 × lo (cases/opcua.md C15).
+// BadTooManySessions gets at least 5 × lo (docs/opcua.md, fault C15).
 func backoff(lo, hi time.Duration, n int, err error) time.Duration {
 	if errors.Is(err, ua.StatusBadTooManySessions) {
 		lo = 5 * lo
@@ -350,7 +352,7 @@ func send[T ua.Response](ctx context.Context, s *session, timeout time.Duration,
 // keepAlive reads Server.ServerStatus.CurrentTime (i=2258) every half
 // revised session timeout, or every 3 publishing intervals (at least 1 s)
 // when that is shorter, so that a session with nothing but polling never
-// expires (cases/opcua.md C16) and a dead server is noticed while idle. A
+// expires (docs/opcua.md, fault C16) and a dead server is noticed while idle. A
 // keep-alive read that fails on the connection or times out fails the
 // session.
 func (s *session) keepAlive(ctx context.Context) {
@@ -367,12 +369,14 @@ func (s *session) keepAlive(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		start := time.Now()
 		_, err := guarded(ctx, time.Duration(s.d.cfg.Timeout), func(c context.Context) (*ua.ReadResponse, error) {
 			return s.c.Read(c, req)
 		})
 		if ctx.Err() != nil {
 			return
 		}
+		s.d.observe(start, err, false)
 		if err != nil && (isConnErr(err) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ua.StatusBadTimeout)) {
 			s.fail(fmt.Errorf("keep-alive read: %w", err))
 			return
@@ -501,7 +505,7 @@ func notSent(err error) bool {
 //     restored session and then closes that same session (ActivateSession
 //     closes the client's current session, which is the one re-activated),
 //     and goes on to restore subscriptions with empty lists, so nothing
-//     resumes (cases/opcua.md C11; gopcua #854, #879). The driver never
+//     resumes (docs/opcua.md, fault C11; gopcua #854, #879). The driver never
 //     calls Connect: it dials, creates and activates sessions itself, and
 //     re-activates an old session on a fresh Client whose own session is
 //     nil, so nothing is closed.
@@ -513,7 +517,7 @@ func notSent(err error) bool {
 //     really attached.
 //   - The endpoint's ServerCertificate is used as one DER certificate,
 //     and its SHA-1 as the receiver thumbprint, although servers send a
-//     chain (cases/opcua.md C19; gopcua #853): the driver splits the
+//     chain (docs/opcua.md, fault C19; gopcua #853): the driver splits the
 //     chain, checks trust, and hands gopcua the leaf only. The
 //     OpenSecureChannel response is still parsed by gopcua with the
 //     single-certificate parser; a server that sends a chain there too
@@ -594,7 +598,7 @@ func (d *Driver) connect(ctx context.Context, prev *opcua.Session, prevThumb str
 	dcancel()
 	if err != nil {
 		if chained {
-			return nil, fmt.Errorf("open secure channel (%s, %s): %w (the server sends a certificate chain, which gopcua v0.8.0 cannot parse in the OpenSecureChannel response: x509: trailing data; cases/opcua.md C19)",
+			return nil, fmt.Errorf("open secure channel (%s, %s): %w (the server sends a certificate chain, which gopcua v0.8.0 cannot parse in the OpenSecureChannel response: x509: trailing data; docs/opcua.md, fault C19)",
 				d.cfg.policy(), d.cfg.mode(), err)
 		}
 		return nil, fmt.Errorf("open secure channel (%s, %s): %w", d.cfg.policy(), d.cfg.mode(), err)
@@ -653,7 +657,7 @@ func (d *Driver) connect(ctx context.Context, prev *opcua.Session, prevThumb str
 
 // leafEndpoint returns a copy of ep whose ServerCertificate is the leaf
 // alone: gopcua takes the remote certificate and the receiver thumbprint
-// (SHA-1 of the DER) from it, and both must be the leaf's (cases/opcua.md
+// (SHA-1 of the DER) from it, and both must be the leaf's (docs/opcua.md, "Faults from the field"
 // C19).
 func leafEndpoint(ep *ua.EndpointDescription, leaf *x509.Certificate) ua.EndpointDescription {
 	c := *ep
@@ -748,7 +752,7 @@ var tokenRank = map[string]int{
 // channel's: OPC UA Part 4 §7.37) and returns it with that policy. A
 // username whose password would travel in clear — effective policy None on
 // a channel that does not encrypt — is refused with Bad_ConfigurationError
-// (DESIGN.md, Hard-won rules).
+// (docs/architecture.md, Rules from the field).
 func tokenPolicy(ep *ua.EndpointDescription, t ua.UserTokenType) (*ua.UserTokenPolicy, string, error) {
 	var best *ua.UserTokenPolicy
 	bestPol, bestRank := "", -1

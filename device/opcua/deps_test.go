@@ -6,7 +6,7 @@ import (
 	"qubiq.dev/edge/internal/deptest"
 )
 
-// device/opcua imports device and value only (DESIGN.md, Layout and
+// device/opcua imports device and value only (docs/architecture.md, Layout and
 // dependency direction: not the other drivers, nothing above device),
 // plus the standard-library-only atomic file write.
 func TestDeps_OPCUA(t *testing.T) {

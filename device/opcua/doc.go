@@ -13,14 +13,14 @@
 //
 // It uses github.com/gopcua/opcua v0.8.0 for encoding, the secure channel
 // and the session services, and does the rest in its own layer because of
-// that version's known faults (cases/opcua.md), each named where it is
+// that version's known faults (docs/opcua.md, "Faults from the field"), each named where it is
 // handled:
 //
 //   - No trust list: the server certificate from the unauthenticated
 //     GetEndpoints answer is checked against pki_dir/trusted (thumbprint,
 //     or chain to a trusted CA, and validity dates) before a secure
 //     channel is opened with it; an unknown one is parked in
-//     pki_dir/rejected (checkServerCert; DESIGN.md, Hard-won rules).
+//     pki_dir/rejected (checkServerCert; docs/architecture.md, Rules from the field).
 //   - A certificate chain in ServerCertificate is split and only the leaf
 //     handed to gopcua (C19); the OpenSecureChannel response is parsed by
 //     gopcua and a chain there still fails inside it (reported, not
@@ -57,5 +57,5 @@
 //     retried: it may have been applied.
 //
 // It imports device and value only; no other project package, and no other
-// driver, imports it (DESIGN.md, Layout and dependency direction).
+// driver, imports it (docs/architecture.md, Layout and dependency direction).
 package opcua

@@ -28,6 +28,7 @@ var (
 	_ device.IntervalSubscriber = (*Driver)(nil)
 	_ device.Browser            = (*Driver)(nil)
 	_ device.AddressChecker     = (*Driver)(nil)
+	_ device.StatsReporter      = (*Driver)(nil)
 )
 
 // States reported by Driver.State, beyond device.Stater's "connected",
@@ -87,6 +88,8 @@ type Driver struct {
 	userKey  *rsa.PrivateKey
 
 	addrs device.ParseCache[NodeAddress] // parsed tag addresses, once per configuration
+
+	stats stats // request and subscription counters (stats.go)
 }
 
 // parse returns p's parsed address, parsing each point once (reads, writes
@@ -250,7 +253,7 @@ func (d *Driver) Open(ctx context.Context) error {
 }
 
 // Close closes the session (CloseSession with DeleteSubscriptions, so the
-// server frees it at once: cases/opcua.md C15) and the connection, and
+// server frees it at once: docs/opcua.md, fault C15) and the connection, and
 // stops reconnecting. Later reads give Bad_NotConnected ("driver closed").
 // Safe after a partial Open and safe to call twice.
 func (d *Driver) Close(ctx context.Context) error {
@@ -291,7 +294,7 @@ func (d *Driver) State() (string, string) {
 }
 
 // ResolvedAddresses returns, for every tag the driver has read, written or
-// monitored, its address in the nsu= form (DESIGN.md, Tags and addresses:
+// monitored, its address in the nsu= form (docs/opcua.md, Tags and addresses:
 // an ns= address is converted at the first successful connection, and the
 // daemon stores the converted form). Tags whose ns= address has not met a
 // session yet are absent.
@@ -365,7 +368,7 @@ func (d *Driver) resolve(sess *session, tag, addr string) (*ua.NodeID, error) {
 // Bad_CertificateUntrusted, Bad_ConfigurationError: why the connection is
 // refused). A read that fails because the session was lost
 // (BadSessionIdInvalid and kin) waits for the new session and is retried
-// once (cases/opcua.md C16).
+// once (docs/opcua.md, fault C16).
 func (d *Driver) Read(ctx context.Context, points []device.Point) []value.VQT {
 	out := make([]value.VQT, len(points))
 	if len(points) == 0 {
@@ -373,6 +376,7 @@ func (d *Driver) Read(ctx context.Context, points []device.Point) []value.VQT {
 	}
 	sess, q, why := d.current()
 	if sess == nil {
+		d.stats.Observe(device.ErrNotConnected, -1, true)
 		fillBad(out, q, why)
 		return out
 	}
@@ -428,9 +432,11 @@ func (d *Driver) readOnce(ctx context.Context, sess *session, points []device.Po
 		for _, s := range part {
 			req.NodesToRead = append(req.NodesToRead, &ua.ReadValueID{NodeID: s.id, AttributeID: ua.AttributeIDValue})
 		}
+		start := time.Now()
 		res, err := guarded(ctx, time.Duration(d.cfg.Timeout), func(c context.Context) (*ua.ReadResponse, error) {
 			return sess.c.Read(c, req)
 		})
+		d.observe(start, err, true)
 		if err != nil {
 			return err
 		}
@@ -516,7 +522,7 @@ func joinNotes(parts ...string) string {
 }
 
 // Write writes v to p's Value attribute once and never retries (OPC UA Part
-// 4 §5.10.4; DESIGN.md, Hard-won rules). v comes coerced to the tag's type
+// 4 §5.10.4; docs/architecture.md, Rules from the field). v comes coerced to the tag's type
 // (device.Coerce, the write path's one coercion; auto leaves it as sent)
 // and is converted here to the node's built-in type, read once per session (DataType,
 // ValueRank, AccessLevel, UserAccessLevel) and cached; a lossy coercion is
@@ -533,6 +539,7 @@ func (d *Driver) Write(ctx context.Context, p device.Point, v value.Value) error
 	v = value.Normalize(v)
 	sess, q, why := d.current()
 	if sess == nil {
+		d.stats.Observe(device.ErrNotConnected, -1, false)
 		return device.Errorf(q, "%s", why)
 	}
 	id, err := d.resolve(sess, p.Tag, p.Address)
@@ -557,9 +564,15 @@ func (d *Driver) Write(ctx context.Context, p device.Point, v value.Value) error
 	}}}
 	wctx, cancel := context.WithTimeout(ctx, time.Duration(d.cfg.Timeout))
 	defer cancel()
+	start := time.Now()
 	res, err := guarded(wctx, time.Duration(d.cfg.Timeout), func(c context.Context) (*ua.WriteResponse, error) {
 		return sess.c.Write(c, req)
 	})
+	if err == nil && len(res.Results) == 1 && StatusQuality(uint32(res.Results[0])) != value.Good {
+		d.stats.Observe(device.ErrException, time.Since(start), false)
+	} else {
+		d.observe(start, err, false)
+	}
 	if err != nil {
 		if isConnErr(err) {
 			sess.fail(err)

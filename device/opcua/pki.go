@@ -24,7 +24,7 @@ import (
 	"qubiq.dev/edge/internal/atomicfile"
 )
 
-// Folders of the certificate store under pki_dir (DESIGN.md, Data
+// Folders of the certificate store under pki_dir (docs/config.md, Data
 // directory).
 const (
 	OwnDir      = "own"
@@ -267,7 +267,7 @@ func parseCerts(b []byte) []*x509.Certificate {
 
 // splitChain parses the ServerCertificate of an endpoint, which some servers
 // (WinCC, node-opcua with a CA-issued certificate) send as leaf ‖
-// intermediates in DER (cases/opcua.md C19). The leaf comes first.
+// intermediates in DER (docs/opcua.md, fault C19). The leaf comes first.
 func splitChain(der []byte) ([]*x509.Certificate, error) {
 	if len(der) == 0 {
 		return nil, errors.New("the server sent no certificate")
@@ -297,7 +297,7 @@ func (e *untrustedError) Error() string {
 func (e *untrustedError) Unwrap() error { return ErrCertUntrusted }
 
 // checkServerCert decides trust in the server certificate chain der before
-// any secure channel is opened with it (DESIGN.md, Hard-won rules: trust
+// any secure channel is opened with it (docs/architecture.md, Rules from the field: trust
 // before encrypting). The leaf is trusted when it is inside its validity
 // dates and either its thumbprint matches a certificate in pki/trusted or
 // it chains (through the intermediates the server sent) to a CA certificate

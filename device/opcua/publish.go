@@ -26,7 +26,7 @@ type pubResult struct {
 // subscriptions, acknowledges what arrives, fills sequence gaps with
 // Republish, delivers data changes, and watches each subscription: one
 // silent for (keep-alive count + 1) publishing intervals fails the session
-// so the run loop rebuilds it (cases/opcua.md C11). It is the driver's own
+// so the run loop rebuilds it (docs/opcua.md, fault C11). It is the driver's own
 // publish loop, because gopcua v0.8.0's runs only under Client.Connect's
 // monitor, whose restore path loses the subscriptions (see connect).
 func (s *session) publishLoop(ctx context.Context) {
@@ -172,6 +172,7 @@ func (s *session) handlePublish(ctx context.Context, res *ua.PublishResponse) []
 	}
 	var acks []*ua.SubscriptionAcknowledgement
 	data := len(msg.NotificationData) > 0
+	s.d.published(data)
 	if data {
 		acks = append(acks, &ua.SubscriptionAcknowledgement{SubscriptionID: res.SubscriptionID, SequenceNumber: msg.SequenceNumber})
 	}
@@ -271,6 +272,7 @@ func (s *session) deliverMessage(g *group, msg *ua.NotificationMessage) {
 						slog.String("address", g.points[i].Address))
 					s.d.countItems()
 				}
+				s.d.stats.dataChanges.Add(1)
 				g.deliver(i, v)
 			}
 		case *ua.StatusChangeNotification:

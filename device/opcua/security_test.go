@@ -369,7 +369,7 @@ func TestDriver_Trust_C19CertificateChain(t *testing.T) {
 	// certificate with the single-certificate parser; node-opcua sends the
 	// chain there too, so the secure channel fails inside gopcua ("x509:
 	// trailing data") although our trust check passes. This documents the
-	// limitation (cases/opcua.md C19: fixed after v0.8.0 by gopcua #853);
+	// limitation (docs/opcua.md, fault C19: fixed after v0.8.0 by gopcua #853);
 	// when the library is upgraded, the driver must connect here.
 	var st, why string
 	waitFor(t, 4*time.Duration(cfg.Timeout), "the connection attempt with the trusted leaf to end", func() bool {

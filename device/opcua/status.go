@@ -10,7 +10,7 @@ import (
 )
 
 // statusQuality is THE table from OPC UA status codes (Part 4 §7.34, Part 6
-// Annex A) to the contract's quality names (DESIGN.md, Quality). Codes are
+// Annex A) to the contract's quality names (docs/project.md, Quality). Codes are
 // looked up without their info bits (the low 16 bits). A Good code not here
 // is Good; an Uncertain one Uncertain; a Bad one Bad_CommunicationError.
 var statusQuality = map[ua.StatusCode]value.Quality{

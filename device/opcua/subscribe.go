@@ -20,8 +20,8 @@ import (
 // Subscription parameters (OPC UA Part 4 §5.13.2). With a keep-alive count
 // of 2 the server answers a publish request at least every 2 publishing
 // intervals, so a subscription silent for 3 intervals means a dead or
-// blocked server: the session is rebuilt (DESIGN.md, Hard-won rules; the
-// gopcua v0.8.0 watchdog gap of cases/opcua.md C11).
+// blocked server: the session is rebuilt (docs/architecture.md, Rules from the field; the
+// gopcua v0.8.0 watchdog gap of docs/opcua.md, fault C11).
 const (
 	keepAliveCount = 2
 	// maxPublishInFlight bounds the publish requests kept at the server.
@@ -29,7 +29,7 @@ const (
 )
 
 // Deadband is the data change filter of one monitored item (OPC UA Part 4
-// §7.22.2; DESIGN.md, Project file: deadband {absolute: x} or {percent:
+// §7.22.2; docs/project.md, Project file: deadband {absolute: x} or {percent:
 // x}). Percent needs the node's EURange; a server that refuses the filter
 // gets the item without it (logged).
 type Deadband struct {
@@ -127,7 +127,7 @@ func (d *Driver) SubscribeInterval(ctx context.Context, interval time.Duration, 
 // the current session, and re-made on every new one. A point whose address
 // does not parse gets Bad_ConfigurationError at once; a node the server
 // refuses gets its status's quality (Bad_NodeIdUnknown, ...) and is retried
-// at each reconciliation while the others flow (cases/opcua.md C12, C13).
+// at each reconciliation while the others flow (docs/opcua.md, fault C12, C13).
 // While disconnected every point gets the outage's quality. fn is called
 // from one goroutine at a time and must return quickly: it holds up the
 // session's publish loop.
@@ -289,7 +289,7 @@ func (s *session) maintain(ctx context.Context) {
 }
 
 // reconcile brings every group's subscription on this session in line with
-// what is configured (DESIGN.md, Hard-won rules: a connection counts its
+// what is configured (docs/architecture.md, Rules from the field: a connection counts its
 // live monitored items against the configured ones and rebuilds what is
 // missing), and updates the driver's count of bad items for State.
 func (s *session) reconcile(ctx context.Context) error {
@@ -427,7 +427,7 @@ func (s *session) createSub(ctx context.Context, g *group) error {
 
 // createItems creates the monitored items of points idx in g's
 // subscription, and inspects each item's result (a bad item never fails
-// the others: cases/opcua.md C13 — gopcua v0.8.0's monitor package returns
+// the others: docs/opcua.md, fault C13 — gopcua v0.8.0's monitor package returns
 // no items and the first bad status for the whole batch, so the driver
 // sends CreateMonitoredItems itself).
 func (s *session) createItems(ctx context.Context, g *group, idx []int) error {

@@ -147,6 +147,12 @@ func TestDriver_Subscribe_C11ShortNetworkBreak(t *testing.T) {
 	if len(st.ClosedSessions) != 0 {
 		t.Errorf("sessions closed during the recovery: %v, want none", st.ClosedSessions)
 	}
+	// The driver's statistics count the recovery as a reconnect: the
+	// session re-activated, none created beyond the first.
+	if ds := d.Stats(); ds.Reconnects < 1 || ds.OPCUA.SessionReactivate < 1 || ds.OPCUA.SessionsCreated != 1 {
+		t.Errorf("stats: reconnects %d, re-activated %d, created %d; want >= 1, >= 1, 1",
+			ds.Reconnects, ds.OPCUA.SessionReactivate, ds.OPCUA.SessionsCreated)
+	}
 }
 
 // The server is killed and restarted with its namespaces in another order

@@ -479,7 +479,7 @@ func toBuiltin(t ua.TypeID, v value.Value) (any, error) {
 }
 
 // coerceToTag applies the tag's own type to a value read from the device
-// (DESIGN.md, Tags and addresses: auto means the node's DataType decides).
+// (docs/opcua.md, Tags and addresses: auto means the node's DataType decides).
 // Arrays are coerced element by element.
 func coerceToTag(t value.Type, v value.Value) (value.Value, error) {
 	if t == value.Auto || t == value.TypeUnknown || v == nil {

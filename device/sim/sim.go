@@ -1,7 +1,7 @@
 // Package sim is the built-in simulator driver of QUBIQ Edge, registered as
 // "sim" (device.Register from init; device/all imports it). It needs no
 // equipment: its addresses are signal generators and a writable memory
-// (DESIGN.md, Tags and addresses):
+// (docs/simulator.md, Tags and addresses):
 //
 //	ramp(lo,hi,period)   linear from lo to hi over period, then wraps to lo
 //	sine(lo,hi,period)   sine between lo and hi with the given period

@@ -85,10 +85,30 @@ func (s *Service) bootstrap() error {
 // Authenticate returns the grant of a bearer token (gateway.Credentials).
 func (s *Service) Authenticate(_ context.Context, bearer string) (auth.Grant, error) {
 	g, err := s.keys.Authenticate(bearer)
-	if err != nil {
-		return auth.Grant{}, fmt.Errorf("%w: %v", gateway.ErrUnauthenticated, err)
+	switch {
+	case errors.Is(err, auth.ErrRevokedToken):
+		return auth.Grant{}, &gateway.CredentialError{Reason: gateway.CredentialRevoked}
+	case errors.Is(err, auth.ErrExpiredToken):
+		return auth.Grant{}, &gateway.CredentialError{Reason: gateway.CredentialExpired}
+	case err != nil:
+		return auth.Grant{}, &gateway.CredentialError{Reason: gateway.CredentialUnknown}
 	}
 	return g, nil
+}
+
+// stillValid refuses a grant whose credential ended after the grant was
+// made: its API key revoked or expired, the bootstrap token revoked
+// (auth.Keys.StillValid), or its browser session logged out, revoked or
+// timed out (auth.Sessions.StillValid). Every system.* call of a script
+// checks it, so a run stops at its next call, whatever started it.
+func (s *Service) stillValid(g auth.Grant) error {
+	if err := s.keys.StillValid(g); err != nil {
+		return err
+	}
+	if s.sessions != nil {
+		return s.sessions.StillValid(g)
+	}
+	return nil
 }
 
 // CreateAPIKey issues a key never wider than g, and audits it

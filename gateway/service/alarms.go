@@ -92,7 +92,7 @@ var alarmGrant = auth.Grant{Principal: "alarms", Realm: auth.RealmPlatform, Orig
 
 func (a alarmSource) Subscribe(buf int) (<-chan alarm.Change, func() uint64, func()) {
 	in, dropped, unsubscribe := a.s.Engine().Subscribe(buf)
-	out := make(chan alarm.Change, 8192)
+	out := make(chan alarm.Change, 64) // the engine's subscription holds what waits (buf)
 	stop := make(chan struct{})
 	go func() {
 		for {

@@ -113,9 +113,20 @@ func (s *Service) AuditRefusal(_ context.Context, g auth.Grant, target string, r
 	s.enqueue(record(g, "refused", target, "refused", reason.Error()))
 }
 
-// AuditRecords lists the audit log in commit order (gateway.Audit).
-func (s *Service) AuditRecords(_ context.Context, after uint64, limit int) ([]gateway.AuditRecord, error) {
-	recs, err := s.db.AuditRecords(after, limit)
+// AuditRecords lists the audit log in commit order, the records q
+// matches, after committing the queued ones (gateway.Audit).
+func (s *Service) AuditRecords(ctx context.Context, after uint64, limit int, q gateway.AuditQuery) ([]gateway.AuditRecord, error) {
+	if s.audit != nil { // the records still queued first, so an action's record is listed right after it
+		if err := s.audit.Flush(ctx); err != nil {
+			s.log.Warn("audit flush before an audit listing failed", slog.Any("err", err))
+		}
+	}
+	q.Before, q.Limit = 0, 0
+	var match func(store.AuditRecord) bool
+	if q != (gateway.AuditQuery{}) {
+		match = func(r store.AuditRecord) bool { return q.Matches(gatewayRecords([]store.AuditRecord{r})[0]) }
+	}
+	recs, err := s.db.AuditRecordsWhere(after, limit, match)
 	if err != nil {
 		return nil, err
 	}

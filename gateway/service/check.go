@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
+	"strings"
 
 	"qubiq.dev/edge/config"
 	"qubiq.dev/edge/device"
@@ -53,7 +54,9 @@ func BuildDevices(p *config.Project, defaults func(driver string, raw json.RawMe
 			err = d.Validate()
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s:%d: device %q: %w", p.File, dc.LineOf(err), dc.Name, err))
+			// Drivers name their device in their own errors; say it once.
+			msg := strings.TrimPrefix(err.Error(), fmt.Sprintf("device %q: ", dc.Name))
+			errs = append(errs, fmt.Errorf("%s:%d: device %q: %s", p.File, dc.LineOf(err), dc.Name, msg))
 			continue
 		}
 		devs[dc.Name] = d

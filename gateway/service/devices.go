@@ -11,6 +11,7 @@ import (
 
 	"qubiq.dev/edge/auth"
 	"qubiq.dev/edge/config"
+	"qubiq.dev/edge/device"
 	"qubiq.dev/edge/gateway"
 	"qubiq.dev/edge/tagengine"
 )
@@ -18,9 +19,11 @@ import (
 // The project's devices, their scan plan and the OPC UA certificate
 // stores (gateway.Devices).
 
-// ListDevices lists the devices in project order with their state.
+// ListDevices lists the devices in project order with their state and
+// statistics.
 func (s *Service) ListDevices(context.Context) []gateway.DeviceInfo {
-	states := s.Engine().DeviceStates()
+	eng := s.Engine()
+	states, stats := eng.DeviceStates(), eng.DeviceStats()
 	p := s.Project()
 	count := map[string]int{}
 	for _, t := range p.Tags {
@@ -33,8 +36,42 @@ func (s *Service) ListDevices(context.Context) []gateway.DeviceInfo {
 		}
 		_ = json.Unmarshal(dc.Raw, &raw) // only for display; the driver validated it
 		st := states[dc.Name]
-		out = append(out, gateway.DeviceInfo{Name: dc.Name, Driver: dc.Driver, URL: raw.URL,
-			State: st[0], Reason: st[1], Tags: count[dc.Name]})
+		info := gateway.DeviceInfo{Name: dc.Name, Driver: dc.Driver, URL: raw.URL,
+			State: st[0], Reason: st[1], Tags: count[dc.Name]}
+		if ds, ok := stats[dc.Name]; ok {
+			info.Stats = deviceStats(ds)
+		}
+		out = append(out, info)
+	}
+	return out
+}
+
+// Device returns one device with its statistics.
+func (s *Service) Device(ctx context.Context, name string) (gateway.DeviceInfo, error) {
+	for _, d := range s.ListDevices(ctx) {
+		if d.Name == name {
+			return d, nil
+		}
+	}
+	return gateway.DeviceInfo{}, fmt.Errorf("device %q: %w (GET /api/v1/devices lists them)", name, gateway.ErrNotFound)
+}
+
+// deviceStats converts a driver's statistics into the service layer's.
+func deviceStats(ds device.Stats) *gateway.DeviceStats {
+	out := &gateway.DeviceStats{Requests: ds.Requests, Errors: ds.Errors, ErrorsTotal: ds.ErrorsTotal,
+		Timeouts: ds.Timeouts, Reconnects: ds.Reconnects, LastGood: ds.LastGood, LastError: ds.LastError,
+		P50: ds.P50, P99: ds.P99,
+		Latency: gateway.LatencyHistogram{Bounds: device.LatencyBuckets[:], Counts: ds.Latency.Counts,
+			Count: ds.Latency.Count, Sum: ds.Latency.Sum}}
+	for _, u := range ds.Units {
+		out.Units = append(out.Units, gateway.UnitBreaker{Unit: u.Unit, Breaker: u.Breaker, Timeouts: u.Timeouts,
+			DemotedUntil: u.DemotedUntil})
+	}
+	if o := ds.OPCUA; o != nil {
+		out.OPCUA = &gateway.OPCUAFigures{MonitoredItems: o.MonitoredItems, BadItems: o.BadItems,
+			Subscriptions: o.Subscriptions, PublishResponses: o.PublishResponses, KeepAlives: o.KeepAlives,
+			DataChanges: o.DataChanges, PublishRate: o.PublishRate, SessionsCreated: o.SessionsCreated,
+			SessionsReactivate: o.SessionReactivate}
 	}
 	return out
 }

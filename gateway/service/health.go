@@ -15,7 +15,7 @@ import (
 // alarm journal cannot commit or the alarm feed overflowed.
 func (s *Service) Health(context.Context) gateway.HealthReport {
 	out := gateway.HealthReport{Status: gateway.HealthOK, Reasons: []string{}, Version: s.opts.Version,
-		Uptime: time.Since(s.started), Devices: map[string]gateway.DeviceHealth{}}
+		Uptime: time.Since(s.started), Devices: map[string]gateway.DeviceHealth{}, Warnings: s.Warnings()}
 	degrade := func(reason string) {
 		out.Status = gateway.HealthDegraded
 		out.Reasons = append(out.Reasons, reason)

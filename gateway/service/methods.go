@@ -37,10 +37,11 @@ var (
 	_ sandbox.RefusalAuditor = sandboxServices{}
 )
 
-// Call runs one system.* call of a script whose grant is g. A key revoked
-// while its script runs stops that script's calls at once.
+// Call runs one system.* call of a script whose grant is g. A key revoked,
+// or a browser session ended, while its script runs stops that script's
+// calls at once (stillValid).
 func (sv sandboxServices) Call(ctx context.Context, g auth.Grant, name string, params json.RawMessage) (json.RawMessage, error) {
-	if err := sv.s.keys.StillValid(g); err != nil {
+	if err := sv.s.stillValid(g); err != nil {
 		return nil, err
 	}
 	m, ok := methods[name]
@@ -58,7 +59,7 @@ func (sv sandboxServices) Call(ctx context.Context, g auth.Grant, name string, p
 // ReadTags is the sandbox's fast path of system.tag.read: one VQT per
 // path, in order, as tag.read answers.
 func (sv sandboxServices) ReadTags(_ context.Context, g auth.Grant, paths []string) ([]value.VQT, error) {
-	if err := sv.s.keys.StillValid(g); err != nil {
+	if err := sv.s.stillValid(g); err != nil {
 		return nil, err
 	}
 	res, err := sv.s.Engine().Read(g, paths)

@@ -185,7 +185,8 @@ func diagsOf(ds []sandbox.Diagnostic) []gateway.Diagnostic {
 const MaxArgsDepth = 100
 
 // RunScript runs module.entry under g, its origin set to the script, and
-// audits the run ("script.run") (gateway.Scripts).
+// audits the run ("script.run", its result "ok" or the failure's kind)
+// (gateway.Scripts).
 func (s *Service) RunScript(ctx context.Context, g auth.Grant, module, entry string, args json.RawMessage) (gateway.ScriptRun, error) {
 	g.Origin = "script:" + module + "." + entry
 	if d := jsonDepth(args); d > MaxArgsDepth {
@@ -203,8 +204,12 @@ func (s *Service) RunScript(ctx context.Context, g auth.Grant, module, entry str
 			result, detail = "error", err.Error()
 		}
 	}
-	s.auditAdmin(g, "script.run", module+"."+entry, map[string]any{"result": result, "detail": detail,
-		"duration_ms": time.Since(start).Milliseconds()})
+	// The record's own result says what happened (ok, or the failure's
+	// kind: script_error, timeout, permission_denied, ...), so the audit
+	// can be filtered by it.
+	rec := record(g, "script.run", module+"."+entry, result, detail)
+	rec.After, _ = json.Marshal(map[string]any{"duration_ms": time.Since(start).Milliseconds()})
+	s.enqueue(rec)
 	if err != nil {
 		return gateway.ScriptRun{}, err
 	}

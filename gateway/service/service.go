@@ -119,6 +119,7 @@ type Service struct {
 	db      *store.DB
 	audit   *store.AuditLog
 	started time.Time
+	warns   warnings // health warnings (warnings.go)
 
 	mqttMu  sync.Mutex // guards mqttSrc
 	mqttSrc gateway.MQTTHealthSource
@@ -142,6 +143,9 @@ type Service struct {
 	// runner runs nested entries (message.send, runOnGateway); nil: the
 	// service's own RunScript. Tests replace it.
 	runner func(ctx context.Context, g auth.Grant, module, entry string, args json.RawMessage) (gateway.ScriptRun, error)
+	// refusals aggregates refused credentials into audit records
+	// (refusals.go).
+	refusals *credentialRefusals
 }
 
 var _ gateway.Gateway = (*Service)(nil)
@@ -161,6 +165,7 @@ func New(opts Options) (_ *Service, err error) {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
 	s := &Service{opts: opts, log: opts.Log, db: opts.Store, audit: opts.Audit, started: time.Now()}
+	s.refusals = newCredentialRefusals(s.enqueue)
 	defer func() {
 		if err != nil {
 			s.Close(context.Background())
@@ -237,6 +242,7 @@ func (s *Service) Steps() []Step {
 // project import in flight finishes first. The store and the audit log are
 // the daemon's.
 func (s *Service) Close(ctx context.Context) {
+	s.refusals.flush()
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	if s.data != nil {

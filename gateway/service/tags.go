@@ -25,7 +25,7 @@ func (s *Service) ListTags(_ context.Context, g auth.Grant) []gateway.TagInfo {
 	out := make([]gateway.TagInfo, len(infos))
 	for i, ti := range infos {
 		out[i] = gateway.TagInfo{Path: ti.Path, Device: ti.Device, Address: ti.Point.Address, Type: ti.Point.Type,
-			Units: ti.Units, WriteLevel: ti.WriteLevel, ReadOnly: ti.ReadOnly, Scan: ti.Scan}
+			Units: ti.Units, WriteLevel: ti.WriteLevel, ReadOnly: ti.ReadOnly, Scan: ti.Scan, Min: ti.Min, Max: ti.Max}
 		if s.opts.Addresses != nil {
 			if a, ok := s.opts.Addresses.Shown(ti.Path); ok {
 				out[i].Address = a // an OPC UA ns= address converted since start
@@ -107,12 +107,15 @@ func browse(tags []tagengine.TagInfo, path string) []gateway.TagNode {
 }
 
 // SubscribeValues feeds the changes of the tags g may read, from the tag
-// engine's fan-out (which outlives project imports).
+// engine's fan-out (which outlives project imports). The engine's
+// subscription holds the buf pending changes and counts what it drops;
+// this forwarder waits for the consumer rather than dropping, so its own
+// channel needs only a little room (a channel of buf would hold buf
+// changes' memory for the subscription's life).
 func (s *Service) SubscribeValues(g auth.Grant, buf int) (<-chan gateway.TagValue, func() uint64, func()) {
 	in, engineDropped, unsubscribe := s.Engine().Subscribe(buf)
-	out := make(chan gateway.TagValue, buf)
+	out := make(chan gateway.TagValue, min(buf, 64))
 	stop := make(chan struct{})
-	var lost atomic.Uint64
 	go func() {
 		for {
 			select {
@@ -124,14 +127,14 @@ func (s *Service) SubscribeValues(g auth.Grant, buf int) (<-chan gateway.TagValu
 				}
 				select {
 				case out <- gateway.TagValue{Path: c.Path, VQT: c.VQT}:
-				default:
-					lost.Add(1)
+				case <-stop:
+					return
 				}
 			}
 		}
 	}()
 	var once atomic.Bool
-	return out, func() uint64 { return engineDropped() + lost.Load() }, func() {
+	return out, engineDropped, func() {
 		if once.CompareAndSwap(false, true) {
 			unsubscribe()
 			close(stop)

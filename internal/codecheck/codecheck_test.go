@@ -57,7 +57,7 @@ func sources(t *testing.T) map[string][]string {
 // TestNoLogPackageOrPrintOutsideCmd: outside cmd/ (and the benchmark
 // harnesses, which are programs printing their result line), code logs
 // through an injected *slog.Logger; the log package and fmt.Print* are
-// banned (STYLE.md §6).
+// banned (docs/architecture.md).
 func TestNoLogPackageOrPrintOutsideCmd(t *testing.T) {
 	fset := token.NewFileSet()
 	for dir, files := range sources(t) {
@@ -89,7 +89,7 @@ func TestNoLogPackageOrPrintOutsideCmd(t *testing.T) {
 }
 
 // TestOnePackageDocPerPackage: every package has exactly one package doc
-// comment (STYLE.md §7).
+// comment (docs/architecture.md).
 func TestOnePackageDocPerPackage(t *testing.T) {
 	fset := token.NewFileSet()
 	for dir, files := range sources(t) {

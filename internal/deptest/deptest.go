@@ -1,4 +1,4 @@
-// Package deptest checks the dependency direction of DESIGN.md's layout table
+// Package deptest checks the dependency direction of docs/architecture.md's layout table
 // from tests: each package's deps_test.go names the project packages it must
 // not import, and deptest fails the test when any of them is among the
 // package's transitive dependencies (non-test files only). Imported by tests
@@ -42,7 +42,7 @@ func Forbid(t testing.TB, pkg string, forbidden ...string) {
 			exact := strings.HasSuffix(f, "!")
 			f = strings.TrimSuffix(f, "!")
 			if d == f || (!exact && strings.HasPrefix(d, f+"/")) {
-				t.Errorf("%s must not import %s (DESIGN.md, Layout and dependency direction)", pkg, d)
+				t.Errorf("%s must not import %s (docs/architecture.md, Layout and dependency direction)", pkg, d)
 			}
 		}
 	}
@@ -67,7 +67,7 @@ func OnlyProject(t testing.TB, pkg string, allowed ...string) {
 			}
 		}
 		if !ok {
-			t.Errorf("%s must not import %s (DESIGN.md, Layout and dependency direction)", pkg, d)
+			t.Errorf("%s must not import %s (docs/architecture.md, Layout and dependency direction)", pkg, d)
 		}
 	}
 }

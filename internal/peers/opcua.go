@@ -20,7 +20,7 @@ import (
 	"time"
 )
 
-// The node-opcua peer (PEERS.md: node-opcua 2.160.0 on Node 20): the test
+// The node-opcua peer (scripts/ensure-deps.sh installs it: node-opcua 2.160.0 on Node 20): the test
 // server of the OPC UA driver, device/opcua/testdata/server.js with its
 // package.json, reused as they are (found next to this file in the source
 // tree). npm installs it once per package.json into the user cache

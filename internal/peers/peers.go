@@ -1,5 +1,5 @@
 // Package peers starts the real third-party peers integration tests talk to
-// (DESIGN.md; PEERS.md of the design notes): the pymodbus Modbus TCP (and
+// (README.md, "Two commands": make test installs them): the pymodbus Modbus TCP (and
 // RTU-over-TCP) server from Debian's python3-pymodbus, run with
 // /usr/bin/python3, and the node-opcua 2.160.0 server (opcua.go). A peer
 // that cannot start fails the test loudly; it never skips. Imported by tests

@@ -69,7 +69,7 @@ func recordWrites(t *testing.T, fail map[string]error) *[]string {
 	return &writes
 }
 
-// The dev VM's shape (SANDBOX.md §1.1): v1 memory/pids/cpu, the memory
+// The dev VM's shape (docs/security.md, "The script sandbox"): v1 memory/pids/cpu, the memory
 // cgroup below the root, and a cgroup2 mount that offers hugetlb only.
 const devVMMountInfo = `22 27 0:21 / /proc rw,relatime - proc proc rw
 31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755

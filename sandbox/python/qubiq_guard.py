@@ -1,4 +1,4 @@
-"""The script guardrail of a QUBIQ Edge worker (SANDBOX.md §3).
+"""The script guardrail of a QUBIQ Edge worker (docs/security.md, "The script sandbox").
 
 It is a guardrail, not a security boundary: it keeps an ordinary script away
 from files, network and processes and tells it why, and it keeps one run from
@@ -302,7 +302,7 @@ def syntax_diag(e, code="syntax-error", severity="error"):
 
 
 def parse(source, filename):
-    """compile() the source (compiler-level errors included, SANDBOX.md §5.2)
+    """compile() the source (compiler-level errors included, docs/security.md, "The script sandbox")
     and parse it. Returns (tree or None, diagnostics)."""
     diags = []
     with warnings.catch_warnings(record=True) as caught:

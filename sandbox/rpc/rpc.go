@@ -6,7 +6,7 @@
 // # Framing
 //
 // A frame is a 4-byte big-endian unsigned length followed by that many bytes
-// of UTF-8 JSON holding one object whose first key is "type" (SANDBOX.md §2.2).
+// of UTF-8 JSON holding one object whose first key is "type" (docs/security.md, "The script sandbox").
 // Frames larger than MaxFrame are refused on both sides; an oversized or
 // malformed frame from a worker is a protocol violation, and the daemon kills
 // and replaces that worker.
@@ -21,7 +21,7 @@
 //
 // Nothing in a worker's frame names or changes the grant of the execution:
 // the daemon keeps the grant in Go memory, keyed by worker and execution id
-// (DESIGN.md, "Levels, realms, scopes, grants"; SANDBOX.md §2.3). Fields a
+// (docs/security.md, "Levels, realms, scopes, grants"; docs/security.md, "The script sandbox"). Fields a
 // worker adds to a frame beyond those defined here are ignored.
 //
 // rpc imports the standard library only.

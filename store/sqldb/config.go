@@ -21,7 +21,7 @@ const (
 )
 
 // LocalName is the name of the embedded SQLite connection that always
-// exists (DESIGN.md, Project file: "`local` (SQLite in data_dir) always
+// exists (docs/project.md, Project file: "`local` (SQLite in data_dir) always
 // exists").
 const LocalName = "local"
 

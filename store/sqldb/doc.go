@@ -1,4 +1,4 @@
-// Package sqldb holds the SQL connections of system.db (DESIGN.md, "Python
+// Package sqldb holds the SQL connections of system.db (docs/scripting.md, "Python
 // side" and "Project file": connections, named_queries): a registry of
 // named connections, the embedded SQLite connection `local`
 // (<data_dir>/local.sqlite, modernc.org/sqlite) that always exists, and
@@ -7,7 +7,7 @@
 // # Rules it keeps
 //
 //   - Connection secrets (DSNs) are stored only sealed with AES-256-GCM
-//     under <data_dir>/secrets.key (DESIGN.md, "Data directory"), bound to
+//     under <data_dir>/secrets.key (docs/config.md, "Data directory"), bound to
 //     the connection's name. They are held in memory as a Secret, which
 //     prints, logs and marshals as "[redacted]"; errors that could quote a
 //     DSN are scrubbed of it. No method returns a DSN.

@@ -43,7 +43,7 @@ func (Secret) MarshalJSON() ([]byte, error) { return []byte(`"[redacted]"`), nil
 // MarshalText encodes "[redacted]".
 func (Secret) MarshalText() ([]byte, error) { return []byte("[redacted]"), nil }
 
-// KeyFile is the name of the key file in the data directory (DESIGN.md,
+// KeyFile is the name of the key file in the data directory (docs/config.md,
 // "Data directory": secrets.key).
 const KeyFile = "secrets.key"
 

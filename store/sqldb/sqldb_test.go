@@ -73,7 +73,7 @@ func encode(t *testing.T, res *Result, mode Mode) string {
 	return string(b)
 }
 
-// createBatches makes the batches table of DESIGN.md's named query
+// createBatches makes the batches table of docs/scripting.md's named query
 // example, with one column of each type.
 func createBatches(t *testing.T, r *Registry, be backend) {
 	ddl := `CREATE TABLE batches (id INTEGER PRIMARY KEY, name TEXT, weight DOUBLE PRECISION, ok BOOLEAN,

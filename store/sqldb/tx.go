@@ -65,7 +65,7 @@ const (
 	endedMax  = 4096
 )
 
-// DefaultTxTimeout is beginTransaction's default idle timeout (DESIGN.md:
+// DefaultTxTimeout is beginTransaction's default idle timeout (docs/scripting.md, system.db:
 // timeoutMs=60000).
 const DefaultTxTimeout = 60 * time.Second
 

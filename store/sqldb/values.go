@@ -223,7 +223,7 @@ const (
 	// objects ({"$dt"}, {"$bytes"}, {"$float"}), which the Python side
 	// turns into aware datetimes, bytes and floats.
 	ModeScript Mode = iota
-	// ModeREST writes timestamps as RFC 3339 strings (DESIGN.md, REST) and
+	// ModeREST writes timestamps as RFC 3339 strings (docs/api.md, REST) and
 	// bytes as base64 strings.
 	ModeREST
 )

@@ -13,7 +13,7 @@
 // value. --unsecure-password makes the None endpoint offer only a UserName
 // token without a security policy (the password would travel in clear).
 // --extra-ns-first registers "urn:other" before "urn:vendor:plc", so
-// the namespace indexes swap (cases/opcua.md C14).
+// the namespace indexes swap (docs/opcua.md, fault C14).
 //
 // When listening it prints one line "READY {json}" with the port, the
 // namespace array and the SHA-1 thumbprint of its certificate. It then reads

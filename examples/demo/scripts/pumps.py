@@ -9,8 +9,11 @@ def set_speed(args):
 
 
 def start(args):
-    return {"written": system.tag.write(["Line1/Pump/Running"], [True])}
+    status = system.tag.write(["Line1/Pump/Running"], [True])[0]
+    # "message" is what the panel shows when the button's script returns.
+    return {"written": status == "Good", "message": "Pump started" if status == "Good" else "Pump not started: " + status}
 
 
 def stop(args):
-    return {"written": system.tag.write(["Line1/Pump/Running"], [False])}
+    status = system.tag.write(["Line1/Pump/Running"], [False])[0]
+    return {"written": status == "Good", "message": "Pump stopped" if status == "Good" else "Pump not stopped: " + status}
