@@ -172,6 +172,9 @@ func (s *System) buildMQTT(context.Context) error {
 	}
 	s.mqtt = link
 	s.svc.SetMQTTHealth(link)
+	if !mc.RequireSigned {
+		s.svc.Warn(mqtt.RequireSignedWarning)
+	}
 	return nil
 }
 

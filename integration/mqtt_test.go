@@ -335,3 +335,43 @@ flows:
 		return fmt.Sprint(v.Value) == "5" && out && alarm, fmt.Sprintf("Plant/Op %v, messages %v", v.Value, topics)
 	})
 }
+
+// TestMQTT_RequireSignedOff_WarnedAndAudited: with require_signed false an
+// unsigned command runs, health carries the warning and require_signed
+// false, and the command's audit record says it was not verified.
+func TestMQTT_RequireSignedOff_WarnedAndAudited(t *testing.T) {
+	b := peers.StartMosquitto(t)
+	k := newSupKey(t, "sup-a")
+	d := newDaemon(t, mqttProject)
+	d.withMQTT(mqttBlock([]string{b.URL}, k, supGrant, "  require_signed: false\n"))
+	d.start()
+	d.waitConnected(b.URL)
+	var h struct {
+		Warnings []string `json:"warnings"`
+	}
+	d.call("GET", "/api/v1/health", "", nil, &h)
+	if !strings.Contains(strings.Join(h.Warnings, "\n"), "require_signed is false") || d.mqttHealth().RequireSigned {
+		t.Errorf("health warnings %v, mqtt %+v", h.Warnings, d.mqttHealth())
+	}
+	s := newSupervisor(t, b.URL, "it-sup-unsigned")
+	unsigned := strings.Split(string(k.signed("cmd/tags/write", "u-1", time.Now(), `{"writes":[{"path":"Plant/Op","value":9}]}`)), `,"sig":`)[0] + "}"
+	s.send("cmd/tags/write", []byte(unsigned))
+	if r := s.reply("u-1", 15*time.Second); !r.OK {
+		t.Fatalf("unsigned command: %+v", r.Error)
+	}
+	var recs []struct {
+		Action string          `json:"action"`
+		Detail string          `json:"detail"`
+		After  json.RawMessage `json:"after"`
+	}
+	waitFor(t, 10*time.Second, "the command's audit record", func() (bool, string) {
+		recs = recs[:0]
+		d.call("GET", "/api/v1/audit?limit=1000", d.token, nil, &recs)
+		for _, r := range recs {
+			if r.Action == "mqtt.command" {
+				return strings.Contains(r.Detail, "not verified") && strings.Contains(string(r.After), `"require_signed":false`), fmt.Sprintf("%+v", r)
+			}
+		}
+		return false, fmt.Sprintf("%+v", recs)
+	})
+}

@@ -127,11 +127,9 @@ func New(opts Options) (*Link, error) {
 }
 
 // Start runs the link until Stop: the connection loop, the command
-// workers and the publishers. Without require_signed it logs a warning.
+// workers and the publishers. (Without require_signed the daemon puts a
+// warning in health, which logs it at start-up: RequireSignedWarning.)
 func (l *Link) Start(ctx context.Context) error {
-	if !l.cfg.RequireSigned {
-		l.log.Warn("mqtt.require_signed is false: supervisor commands are not verified; every command is audited as unsigned")
-	}
 	ctx, l.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	l.spawn(func() { l.connectLoop(ctx) })
 	for range l.opts.Workers {
@@ -169,6 +167,10 @@ func (l *Link) Stop(ctx context.Context) error {
 		return fmt.Errorf("mqtt: stop: %w", ctx.Err())
 	}
 }
+
+// RequireSignedWarning is the health warning of a link whose commands
+// are not verified (mqtt.require_signed: false).
+const RequireSignedWarning = "mqtt.require_signed is false: supervisor commands are not verified; every command's audit record says so"
 
 // State returns the link's state now.
 func (l *Link) State() LinkState {
