@@ -58,3 +58,29 @@ func TestMQTTKeygenSign_VerifiedByTheLink(t *testing.T) {
 		t.Error("keygen overwrote an existing key file")
 	}
 }
+
+const mqttStatusHealth = `{"status":"degraded","reasons":["mqtt link down: tcp://b1:1883: connection refused"],"version":"1.1.0","uptime_s":5,
+"sandbox":{"mode":"cgroup2"},"devices":{},"escape_hatch":false,
+"mqtt":{"connected":false,"last_error":"tcp://b1:1883: connection refused","last_error_at":"2026-12-01T10:00:00Z",
+"outbox_depth":1200,"outbox_bytes":180000,"outbox_oldest_age_s":62,"outbox_dropped":7,"require_signed":false,
+"commands_accepted":3,"commands_refused":2}}`
+
+// TestRun_Status_MQTTLink: status shows the link: down with its last
+// error, the outbox and its drops, signatures off, the command counts.
+func TestRun_Status_MQTTLink(t *testing.T) {
+	clearEnv(t)
+	d := newFakeDaemon(t, map[string]answer{"GET /api/v1/health": {200, mqttStatusHealth}})
+	code, out, errOut := runCLI("--url", d.srv.URL, "status")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !regexp.MustCompile(`(?m)^mqtt +down$`).MatchString(out) {
+		t.Errorf("status lacks the link's state row:\n%s", out)
+	}
+	for _, want := range []string{"tcp://b1:1883: connection refused (2026-12-01T10:00:00Z)",
+		"1200 messages, 180000 bytes, oldest 62s, 7 dropped", "OFF (mqtt.require_signed: false", "3 accepted, 2 refused"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+}
