@@ -375,3 +375,34 @@ func TestMQTT_RequireSignedOff_WarnedAndAudited(t *testing.T) {
 		return false, fmt.Sprintf("%+v", recs)
 	})
 }
+
+// TestMQTT_StaleCommandQueuedDuringOutage_Refused: field case C20 (b),
+// scaled (stale_after 3 s, offline 5 s): the persistent session keeps the
+// subscription while qubiqd is down, the broker queues a signed write made
+// then, and when qubiqd is back the command arrives and is refused as
+// stale, answered on reply/<id>; the device is not written.
+func TestMQTT_StaleCommandQueuedDuringOutage_Refused(t *testing.T) {
+	b := peers.StartMosquitto(t)
+	m := peers.StartModbus(t, map[int]peers.ModbusUnit{1: {HR: map[int]uint16{10: 7}}})
+	k := newSupKey(t, "sup-a")
+	d := newDaemon(t, fmt.Sprintf(`devices:
+  - {name: plc1, driver: modbus, url: "tcp://127.0.0.1:%d", unit_id: 1, timeout: 500ms}
+tags:
+  - {path: Plant/HR10, device: plc1, address: HR10, type: int16, scan: 200ms}
+`, m.Port))
+	d.withMQTT(mqttBlock([]string{b.URL}, k, supGrant, "  stale_after: 3s\n"))
+	d.start()
+	d.waitConnected(b.URL)
+	s := newSupervisor(t, b.URL, "it-sup-stale")
+	d.stop()
+	s.send("cmd/tags/write", k.signed("cmd/tags/write", "late-1", time.Now(), `{"writes":[{"path":"Plant/HR10","value":123}]}`))
+	time.Sleep(5 * time.Second)
+	d.start()
+	r := s.reply("late-1", 30*time.Second)
+	if r.OK || r.Error == nil || r.Error.Kind != "stale" {
+		t.Errorf("reply %+v; want stale", r)
+	}
+	if got := m.ReadHR(1, 10, 1); got[0] != 7 {
+		t.Errorf("HR10 = %d on the device, want 7 (not written)", got[0])
+	}
+}
