@@ -77,7 +77,11 @@ func TestPublishPolicy_RuleByPathThenLongestPrefix(t *testing.T) {
 		{Prefix: "Line1", Mode: ModeInterval, Interval: time.Second},
 		{Prefix: "Line1/Secret", Mode: ModeOff},
 		{Path: "Line1/Secret/Shown", Mode: ModeChange, Retain: true},
+		{Path: "Other/Hidden", Mode: ModeOff},
 	}}
+	if _, ok := p.Rule("Other/Hidden"); ok {
+		t.Error("Other/Hidden: a path rule with mode off still publishes")
+	}
 	if r, ok := p.Rule("Other/X"); !ok || r.Mode != ModeChange {
 		t.Errorf("Other/X: %+v %v", r, ok)
 	}

@@ -53,7 +53,7 @@ func (p *PublishPolicy) Rule(path string) (PublishRule, bool) {
 	for _, r := range p.Rules {
 		if r.Path != "" {
 			if r.Path == path {
-				return r, true
+				return r, r.Mode != ModeOff
 			}
 			continue
 		}
