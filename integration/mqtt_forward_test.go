@@ -13,8 +13,9 @@ import (
 	"qubiq.dev/edge/internal/peers"
 )
 
-// TestMQTT_StoreAndForward_OutageAndKill: field case C21 variant C and the
-// issue's proof, scaled: 100 tags change at 1 Hz; the broker stops for
+// TestMQTT_StoreAndForward_OutageAndKill: a QoS 1 token is not delivery
+// evidence across a reconnect
+// (https://github.com/eclipse-paho/paho.mqtt.golang/issues/563), scaled: 100 tags change at 1 Hz; the broker stops for
 // about 7 s, during which qubiqd is killed with SIGKILL and restarted;
 // then the broker starts again. A subscriber that kept its session sees
 // every message of each run with no gap in the sequence numbers, in order
@@ -22,7 +23,9 @@ import (
 // sequence number and counted.
 func TestMQTT_StoreAndForward_OutageAndKill(t *testing.T) { storeAndForward(t, 1, true) }
 
-// TestMQTT_StoreAndForward_QoS0QueuedAtQoS1: field case C21 variant B:
+// TestMQTT_StoreAndForward_QoS0QueuedAtQoS1: QoS 0 publishes made while
+// reconnecting are dropped by paho
+// (https://github.com/eclipse-paho/paho.mqtt.golang/issues/630):
 // tags published at QoS 0; what is made while the broker is away still
 // goes out, through the outbox at QoS 1, with no gap.
 func TestMQTT_StoreAndForward_QoS0QueuedAtQoS1(t *testing.T) { storeAndForward(t, 0, false) }

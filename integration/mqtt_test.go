@@ -214,7 +214,8 @@ func TestMQTT_FailoverToSecondBroker(t *testing.T) {
 	}
 }
 
-// TestMQTT_BrokerRestart_SubscriptionBack: field case C20 (a), scaled: a
+// TestMQTT_BrokerRestart_SubscriptionBack: paho does not resubscribe
+// (https://github.com/eclipse-paho/paho.mqtt.golang/issues/238), scaled: a
 // broker without persistence restarts (down 2 s); after the link is back
 // the next signed cmd/tags/write reaches the device (the subscription was
 // made again on connect).
@@ -244,7 +245,8 @@ tags:
 	}
 }
 
-// TestMQTT_BurstWhileEntryBusyWaits: field case C22, scaled: a pushed
+// TestMQTT_BurstWhileEntryBusyWaits: a slow command handler must
+// not block the client's keep-alive, scaled: a pushed
 // entry busy-waits 5 s (past the 2 s keep-alive) while 200 commands
 // arrive: the link stays up (no connection lost) and every command is
 // answered, run or busy.
@@ -376,7 +378,8 @@ func TestMQTT_RequireSignedOff_WarnedAndAudited(t *testing.T) {
 	})
 }
 
-// TestMQTT_StaleCommandQueuedDuringOutage_Refused: field case C20 (b),
+// TestMQTT_StaleCommandQueuedDuringOutage_Refused: a stale command after a long
+// outage (https://github.com/eclipse-paho/paho.mqtt.golang/issues/173),
 // scaled (stale_after 3 s, offline 5 s): the persistent session keeps the
 // subscription while qubiqd is down, the broker queues a signed write made
 // then, and when qubiqd is back the command arrives and is refused as

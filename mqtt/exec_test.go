@@ -119,7 +119,8 @@ func TestCommand_EachRefusalAnsweredWithItsKindAndChangesNothing(t *testing.T) {
 	}
 }
 
-// TestCommand_StaleReplayAfterOutageRefused: field case C20 (b), scaled
+// TestCommand_StaleReplayAfterOutageRefused: a command replayed after a long
+// outage (https://github.com/eclipse-paho/paho.mqtt.golang/issues/173), scaled
 // (stale_after 3 s; the command was signed 6 s before it arrives after the
 // outage): refused as stale, answered, nothing written.
 func TestCommand_StaleReplayAfterOutageRefused(t *testing.T) {

@@ -39,7 +39,7 @@ type Mosquitto struct {
 func StartMosquitto(t testing.TB) *Mosquitto { t.Helper(); return startMosquitto(t, true) }
 
 // StartMosquittoEphemeral is StartMosquitto without persistence: a restart
-// forgets every session and subscription (field case C20 (a)).
+// forgets every session and subscription (https://github.com/eclipse-paho/paho.mqtt.golang/issues/238).
 func StartMosquittoEphemeral(t testing.TB) *Mosquitto { t.Helper(); return startMosquitto(t, false) }
 
 func startMosquitto(t testing.TB, persist bool) *Mosquitto {
