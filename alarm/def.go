@@ -410,10 +410,15 @@ func decode(n *yaml.Node) (*Definition, []lineErr) {
 			}
 		case "latching":
 			boolean(&d.Latching)
-		case "display_path":
-			str(&d.DisplayPath)
-		case "message":
-			str(&d.Message)
+		case "display_path", "message":
+			dst := &d.DisplayPath
+			if k.Value == "message" {
+				dst = &d.Message
+			}
+			str(dst)
+			if err := checkText(*dst); err != nil {
+				bad(k, "%v", err)
+			}
 		case "ack_level":
 			level(&d.AckLevel)
 		case "shelve_level":

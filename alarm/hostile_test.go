@@ -68,3 +68,20 @@ func TestRestart_ShelveBoundedByMaxShelve(t *testing.T) {
 		t.Fatalf("shelf made at a clock five years ahead, restored at the right time: %+v, want it to end within max_shelve", a.Shelf)
 	}
 }
+
+// TestParse_MessageAndDisplayPathPlainText: an alarm's message and
+// display_path are shown to operators; a terminal escape or a
+// right-to-left override in them is a definition error naming the key.
+func TestParse_MessageAndDisplayPathPlainText(t *testing.T) {
+	for _, def := range []string{
+		`- {name: High, tag: Line1/Tank/Level, mode: above, setpoint: 90, message: "level \e[31m{value}"}` + "\n",
+		`- {name: High, tag: Line1/Tank/Level, mode: above, setpoint: 90, display_path: "Tank \u202e1"}` + "\n",
+	} {
+		if _, err := parseDefs(t, def); err == nil || !strings.Contains(err.Error(), "control character") {
+			t.Errorf("%s: %v, want a definition error naming the control character", def, err)
+		}
+	}
+	if _, err := parseDefs(t, `- {name: High, tag: Line1/Tank/Level, mode: above, setpoint: 90, display_path: "Tank 1 / Füllstand", message: "high: {value:.1f} {units}"}`+"\n"); err != nil {
+		t.Errorf("plain text: %v", err)
+	}
+}

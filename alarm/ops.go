@@ -348,8 +348,8 @@ func (e *Engine) AddNote(g auth.Grant, id, text string) error {
 	case n > MaxNoteLen:
 		return fmt.Errorf("%w: the note has %d characters; at most %d", ErrInvalid, n, MaxNoteLen)
 	}
-	if err := checkNoteText(text); err != nil {
-		return err
+	if err := checkText(text); err != nil {
+		return fmt.Errorf("%w: the note %v", ErrInvalid, err)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -402,20 +402,21 @@ func (e *Engine) Health() []string {
 	return out
 }
 
-// checkNoteText refuses a note that is not plain text: invalid UTF-8, and
-// control and direction-formatting characters other than newline and tab
-// (a note is shown on operator screens and printed by qubiqctl, where an
-// escape sequence or a right-to-left override would change what the
-// reader sees; Unicode TR #9 §2 lists the formatting characters).
-func checkNoteText(text string) error {
+// checkText refuses text shown to operators that is not plain text:
+// invalid UTF-8, and control and direction-formatting characters other
+// than newline and tab (notes, messages and display paths are shown on
+// operator screens and printed by qubiqctl, where an escape sequence or a
+// right-to-left override would change what the reader sees; Unicode
+// TR #9 §2 lists the formatting characters).
+func checkText(text string) error {
 	if !utf8.ValidString(text) {
-		return fmt.Errorf("%w: the note is not valid UTF-8", ErrInvalid)
+		return errors.New("is not valid UTF-8")
 	}
 	for i, r := range text {
 		switch {
 		case r == '\n' || r == '\t':
 		case unicode.IsControl(r), r >= 0x202A && r <= 0x202E, r >= 0x2066 && r <= 0x2069, r == 0x200E, r == 0x200F, r == 0x061C:
-			return fmt.Errorf("%w: the note has the control character %U at byte %d; notes are plain text (newlines and tabs allowed)", ErrInvalid, r, i)
+			return fmt.Errorf("has the control character %U at byte %d; the text must be plain (newlines and tabs allowed)", r, i)
 		}
 	}
 	return nil

@@ -122,11 +122,5 @@ func checkFlows(c *config.Daemon) func(p *config.Project) error {
 // importer holds (auth.Grant.Covers: a flow is never wider than its
 // designer).
 func coverFlows(g auth.Grant, p *config.Project) error {
-	defs, _ := flow.ParseSection(p.File, p.Flows, flow.Env{Dir: filepath.Dir(p.File)})
-	for _, d := range defs {
-		if err := g.Covers(d.Grant, "flow "+d.Name); err != nil {
-			return err
-		}
-	}
-	return nil
+	return flow.CoverSection(g, p.Flows)
 }

@@ -25,6 +25,8 @@ var sectionChecks = map[string]func(*config.Daemon) []string{
 	"history":      nil, // the service part (retention)
 	"alarms":       nil, // the service part (alarm settings)
 	"diagnostics":  nil, // the diagnostics listener
+	"firmware":     nil, // the appliance part (gateway/appliance)
+	"log":          nil, // the appliance part (gateway/appliance)
 	"python":       pythonWarnings,
 }
 

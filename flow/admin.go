@@ -133,7 +133,12 @@ func (e *Engine) SaveFlow(ctx context.Context, g auth.Grant, src gateway.FlowSou
 		return gateway.FlowSaved{}, fmt.Errorf("%w: flow %s: version %d: want 1 to %d (or none: the next)", gateway.ErrInvalid, src.Name, src.Version, MaxVersion)
 	}
 	e.adminMu.Lock()
-	defer e.adminMu.Unlock()
+	adminHeld := true
+	defer func() {
+		if adminHeld {
+			e.adminMu.Unlock()
+		}
+	}()
 	if err := e.checkStarted(); err != nil {
 		return gateway.FlowSaved{}, err
 	}
@@ -163,6 +168,16 @@ func (e *Engine) SaveFlow(ctx context.Context, g auth.Grant, src gateway.FlowSou
 	}
 	in.version = v
 	fs := e.state(d.Name)
+	// Waiting for the running version to finish its batch (up to
+	// stopGrace) holds this flow only: the other flows' saves, deletions
+	// and resets go on meanwhile. The version being installed holds its
+	// message name (messageTaken) until it runs.
+	fs.installMu.Lock()
+	defer fs.installMu.Unlock()
+	fs.setNext(d)
+	defer fs.setNext(nil)
+	e.adminMu.Unlock()
+	adminHeld = false
 	queued, _ := fs.q.len()
 	dropped, err := e.install(ctx, fs, in)
 	if err != nil {
@@ -223,6 +238,8 @@ func (e *Engine) RollbackFlow(ctx context.Context, g auth.Grant, name string) (g
 		return gateway.FlowSaved{}, fmt.Errorf("%w: flow %s has one version: nothing to roll back to", gateway.ErrConflict, name)
 	}
 	fs := e.state(name)
+	fs.installMu.Lock()
+	defer fs.installMu.Unlock()
 	queued, _ := fs.q.len()
 	dropped, err := e.run(ctx, fs, d, int64(v))
 	if err != nil {
@@ -287,6 +304,8 @@ func (e *Engine) DeleteFlow(ctx context.Context, g auth.Grant, name string) (gat
 	if err := e.canChange("deleting flow " + name); err != nil {
 		return gateway.FlowSaved{}, err
 	}
+	fs.installMu.Lock() // a version being installed runs first, then stops here
+	defer fs.installMu.Unlock()
 	if in := fs.current(); in != nil {
 		in.stop(ctx, false)
 		in.release()
@@ -321,6 +340,8 @@ func (e *Engine) ResetFlow(ctx context.Context, g auth.Grant, name string) (gate
 	if err := e.canChange("resetting flow " + name); err != nil {
 		return gateway.FlowStatus{}, err
 	}
+	fs.installMu.Lock()
+	defer fs.installMu.Unlock()
 	detail := map[string]any{}
 	if in := fs.current(); in != nil {
 		ids := in.reset()
@@ -387,6 +408,9 @@ func (e *Engine) messageFlow(handler, except string) string {
 		}
 		if cur := fs.current(); cur != nil && cur.def.Trigger.Kind == TriggerMessage && cur.def.Trigger.Message == handler {
 			return name
+		}
+		if nd := fs.nextDef(); nd != nil && nd.Trigger.Kind == TriggerMessage && nd.Trigger.Message == handler {
+			return name // a version saved and being installed
 		}
 	}
 	return ""

@@ -27,6 +27,9 @@ const (
 	MaxNodes = 64
 	// MaxQueue is the largest queue a flow may have.
 	MaxQueue = 100_000
+	// MaxQueueBytes is the most a flow's waiting messages may hold, in
+	// bytes (their texts and JSON), whatever its queue's size.
+	MaxQueueBytes = 64 << 20
 	// DefaultQueue is the queue of a flow that names none.
 	DefaultQueue = 100
 	// MaxCode is the largest Python node, in bytes.

@@ -69,7 +69,7 @@ type Engine struct {
 	gw   Gateway
 	log  *slog.Logger
 
-	adminMu sync.Mutex // saves, rollbacks, deletions, resets, start and stop
+	adminMu sync.Mutex // saves (but their wait for a running batch: flowState.installMu), rollbacks, deletions, resets, start and stop
 	mu      sync.RWMutex
 	flows   map[string]*flowState
 	ctx     context.Context
@@ -237,9 +237,11 @@ func (e *Engine) Stop(ctx context.Context) error {
 	e.mu.RUnlock()
 	lost := 0
 	for _, fs := range all {
+		fs.installMu.Lock() // a save installing a version finishes first
 		if in := fs.current(); in != nil {
 			in.stop(ctx, false)
 		}
+		fs.installMu.Unlock()
 		n, _ := fs.q.len()
 		lost += n
 	}

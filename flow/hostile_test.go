@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -223,5 +224,91 @@ func TestEngine_MessageNestingLimit(t *testing.T) {
 	st = waitStatus(t, e, "deep", "the deep return failed", func(st gateway.FlowStatus) bool { return st.Counters.Processed == 2 })
 	if st.Counters.Errors != 1 || st.LastError == nil || st.LastError.Kind != KindBadReturn || !strings.Contains(st.LastError.Message, "levels deep") {
 		t.Errorf("a node returning a message 151 levels deep: counters %+v error %+v, want bad_return", st.Counters, st.LastError)
+	}
+}
+
+// TestEngine_ReplacingAHeldFlowDoesNotHoldTheOthers: while a new version
+// of one flow waits for its running version's batch (a node that does not
+// return), saves, resets and deletions of other flows go on: the wait
+// holds that flow only.
+func TestEngine_ReplacingAHeldFlowDoesNotHoldTheOthers(t *testing.T) {
+	gw := newFakeGW()
+	e := testEngine(t, gw, `
+- name: held
+  trigger: {tag: Line1/In}
+  nodes:
+    - {id: n, type: python, code: "def transform(msg):  # behave: block\n    return msg\n"}
+- name: other
+  trigger: {tag: Line2/Other}
+  nodes: [{id: e, type: end}]
+`)
+	gw.change("Line1/In", 1.0, value.Good)
+	<-gw.blocked // the running version of held is inside its batch
+	saved := make(chan error, 1)
+	go func() {
+		_, err := e.SaveFlow(context.Background(), designer, gateway.FlowSource{Name: "held",
+			Doc: []byte("trigger: {tag: Line1/In}\nnodes: [{id: e, type: end}]\n")})
+		saved <- err
+	}()
+	// Wait until the save of held is waiting for the batch (it holds the
+	// flow's install lock), then the engine-wide lock must be free.
+	fs := e.lookup("held")
+	deadline := time.Now().Add(10 * time.Second)
+	for fs.nextDef() == nil && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if fs.nextDef() == nil {
+		t.Fatal("the save of held never reached its install")
+	}
+	if _, err := e.SaveFlow(context.Background(), designer, gateway.FlowSource{Name: "other",
+		Doc: []byte("trigger: {tag: Line2/Other}\nnodes: [{id: e2, type: end}]\n")}); err != nil {
+		t.Fatalf("save of other while held's save waits: %v", err)
+	}
+	if _, err := e.ResetFlow(context.Background(), designer, "other"); err != nil {
+		t.Fatalf("reset of other: %v", err)
+	}
+	select {
+	case err := <-saved:
+		t.Fatalf("the save of held returned before its batch ended: %v", err)
+	default:
+	}
+	close(gw.block)
+	if err := <-saved; err != nil {
+		t.Fatalf("save of held: %v", err)
+	}
+	if st, _ := e.Flow(context.Background(), designer, "held"); st.Version != 2 || st.State != gateway.FlowRunning {
+		t.Errorf("held after its batch: %+v", st)
+	}
+}
+
+// TestQueue_BoundedInBytes: a queue of 100,000 messages holds at most
+// MaxQueueBytes of them: large messages beyond it drop the oldest
+// (drop_oldest) or themselves (drop_newest), counted; a message larger
+// than the whole limit is dropped, not queued.
+func TestQueue_BoundedInBytes(t *testing.T) {
+	big := func() *Msg {
+		return newMsg(map[string]any{"payload": json.RawMessage(`"` + strings.Repeat("x", 1<<20) + `"`)})
+	}
+	for _, overflow := range []string{DropOldest, DropNewest} {
+		q := newMsgQueue(MaxQueue, overflow)
+		dropped := 0
+		for range 200 {
+			n, _ := q.push(big())
+			dropped += n
+		}
+		n, _ := q.len()
+		if q.bytes > MaxQueueBytes || n+dropped != 200 || n > MaxQueueBytes>>20 || dropped == 0 {
+			t.Errorf("%s: %d queued holding %d bytes, %d dropped: want at most %d bytes, queued + dropped = 200", overflow, n, q.bytes, dropped, MaxQueueBytes)
+		}
+		for q.pop(64) != nil {
+		}
+		if q.bytes != 0 {
+			t.Errorf("%s: an empty queue holds %d bytes", overflow, q.bytes)
+		}
+	}
+	q := newMsgQueue(10, DropOldest)
+	huge := newMsg(map[string]any{"payload": json.RawMessage(`"` + strings.Repeat("x", MaxQueueBytes) + `"`)})
+	if n, queued := q.push(huge); n != 1 || queued {
+		t.Errorf("a message over the whole limit: dropped %d queued %v", n, queued)
 	}
 }

@@ -12,9 +12,41 @@ import (
 // (what filters, tag writes and logs read), or both; each is made from
 // the other when first needed.
 type Msg struct {
-	raw json.RawMessage
-	m   map[string]any
-	ord int // the trigger message's place in its batch (order at merges)
+	raw  json.RawMessage
+	m    map[string]any
+	ord  int // the trigger message's place in its batch (order at merges)
+	size int // the bytes it holds while queued (sizeOf), set by push
+}
+
+// sizeOf estimates the bytes a message's fields hold: the lengths of its
+// texts and JSON, and a little for each other value.
+func sizeOf(v any) int {
+	switch x := v.(type) {
+	case json.RawMessage:
+		return len(x)
+	case string:
+		return len(x) + 16
+	case map[string]any:
+		n := 48
+		for k, e := range x {
+			n += len(k) + 16 + sizeOf(e)
+		}
+		return n
+	case []any:
+		n := 24
+		for _, e := range x {
+			n += sizeOf(e)
+		}
+		return n
+	}
+	return 16
+}
+
+func (m *Msg) queuedSize() int {
+	if m.raw != nil {
+		return len(m.raw) + 64
+	}
+	return sizeOf(m.m) + 64
 }
 
 // newMsg is a message of fields m.
@@ -99,6 +131,7 @@ type msgQueue struct {
 	mu       sync.Mutex
 	buf      []*Msg
 	head, n  int
+	bytes    int // what the waiting messages hold (Msg.size), at most MaxQueueBytes
 	overflow string
 	notify   chan struct{}
 }
@@ -107,28 +140,39 @@ func newMsgQueue(size int, overflow string) *msgQueue {
 	return &msgQueue{buf: make([]*Msg, size), overflow: overflow, notify: make(chan struct{}, 1)}
 }
 
-// push queues m and reports whether a message was dropped to do it (m
-// itself under drop_newest, the oldest under drop_oldest).
-func (q *msgQueue) push(m *Msg) (dropped bool) {
+// push queues m and returns how many messages were dropped to do it (m
+// itself under drop_newest, the oldest under drop_oldest) and whether m
+// was queued.
+//
+// A queue holds at most MaxQueueBytes of messages as well: a message that
+// does not fit beside the waiting ones counts as a full queue (drop_oldest
+// drops as many of the oldest as it takes; a message larger than the
+// whole limit is dropped itself), so a burst of large messages cannot
+// exhaust the daemon's memory.
+func (q *msgQueue) push(m *Msg) (dropped int, queued bool) {
+	m.size = m.queuedSize()
 	q.mu.Lock()
-	if q.n == len(q.buf) {
-		if q.overflow == DropNewest {
-			q.mu.Unlock()
-			return true
-		}
+	full := func() bool { return q.n == len(q.buf) || (q.n > 0 && q.bytes+m.size > MaxQueueBytes) }
+	if m.size > MaxQueueBytes || (full() && q.overflow == DropNewest) {
+		q.mu.Unlock()
+		return 1, false
+	}
+	for full() {
+		q.bytes -= q.buf[q.head].size
 		q.buf[q.head] = nil
 		q.head = (q.head + 1) % len(q.buf)
 		q.n--
-		dropped = true
+		dropped++
 	}
 	q.buf[(q.head+q.n)%len(q.buf)] = m
 	q.n++
+	q.bytes += m.size
 	q.mu.Unlock()
 	select {
 	case q.notify <- struct{}{}:
 	default:
 	}
-	return dropped
+	return dropped, true
 }
 
 // pop takes up to max messages, oldest first.
@@ -142,6 +186,7 @@ func (q *msgQueue) pop(max int) []*Msg {
 	out := make([]*Msg, k)
 	for i := range k {
 		out[i] = q.buf[q.head]
+		q.bytes -= out[i].size
 		q.buf[q.head] = nil
 		q.head = (q.head + 1) % len(q.buf)
 	}
@@ -173,6 +218,10 @@ func (q *msgQueue) resize(size int, overflow string) (dropped int) {
 	q.buf = make([]*Msg, size)
 	copy(q.buf, old)
 	q.head, q.n, q.overflow = 0, len(old), overflow
+	q.bytes = 0
+	for _, m := range old {
+		q.bytes += m.size
+	}
 	return dropped
 }
 
@@ -184,7 +233,7 @@ func (q *msgQueue) clear() int {
 	for i := range q.buf {
 		q.buf[i] = nil
 	}
-	q.head, q.n = 0, 0
+	q.head, q.n, q.bytes = 0, 0, 0
 	return n
 }
 

@@ -27,7 +27,12 @@ type flowState struct {
 	ctr  counters
 	seq  atomic.Uint64 // the trigger messages' sequence numbers
 
+	// installMu serializes installing, stopping and resetting this
+	// flow's versions (taken after Engine.adminMu, never before it).
+	installMu sync.Mutex
+
 	mu         sync.Mutex
+	next       *Def // a saved version being installed
 	cur        *instance
 	def        *Def
 	version    int64
@@ -106,6 +111,19 @@ func (fs *flowState) current() *instance {
 	return fs.cur
 }
 
+// setNext records d as the version being installed (nil: none).
+func (fs *flowState) setNext(d *Def) {
+	fs.mu.Lock()
+	fs.next = d
+	fs.mu.Unlock()
+}
+
+func (fs *flowState) nextDef() *Def {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return fs.next
+}
+
 func (fs *flowState) install(in *instance) {
 	fs.mu.Lock()
 	fs.cur, fs.def, fs.version, fs.stoppedWhy = in, in.def, in.version, ""
@@ -126,11 +144,13 @@ func (fs *flowState) stopped(version int64, d *Def, why string) {
 }
 
 // offer puts a trigger's message into the queue, never blocking: a full
-// queue drops (and counts) one message.
-func (fs *flowState) offer(m *Msg) {
+// queue drops (and counts) one message, or the oldest that make room for a
+// large one. It returns how many were dropped and whether m was queued.
+func (fs *flowState) offer(m *Msg) (dropped int, queued bool) {
 	fs.ctr.in.Add(1)
-	if fs.q.push(m) {
-		fs.ctr.dropped.Add(1)
+	dropped, queued = fs.q.push(m)
+	if n := dropped; n > 0 {
+		fs.ctr.dropped.Add(uint64(n))
 		if ok, held := fs.dropLog.allow(10 * time.Second); ok {
 			n, size := fs.q.len()
 			fs.e.log.Warn("flow queue full: messages dropped and counted", slog.String("flow", fs.name),
@@ -138,6 +158,7 @@ func (fs *flowState) offer(m *Msg) {
 				slog.Uint64("dropped_total", fs.ctr.dropped.Load()))
 		}
 	}
+	return dropped, queued
 }
 
 // noteError records a node failure as the flow's last error.

@@ -388,14 +388,10 @@ func (e *Engine) DeliverMessage(_ context.Context, g auth.Grant, handler string,
 	m["handler"] = handler
 	m["sender"] = g.Principal
 	m["payload"] = payload
-	before := target.ctr.dropped.Load()
-	target.offer(newMsg(m))
-	res := map[string]any{"flow": target.name, "queued": true}
-	if target.ctr.dropped.Load() != before {
-		res["dropped"] = 1 // the queue was full: one message (this one, or the oldest) was dropped
-		if in.def.Overflow == DropNewest {
-			res["queued"] = false
-		}
+	dropped, queued := target.offer(newMsg(m))
+	res := map[string]any{"flow": target.name, "queued": queued}
+	if dropped > 0 {
+		res["dropped"] = dropped // the queue was full: this message, or the oldest that made room, was dropped
 	}
 	b, _ := json.Marshal(res)
 	return gateway.ScriptRun{Result: b, Logs: []gateway.LogLine{}}, true, nil

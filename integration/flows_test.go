@@ -5,6 +5,7 @@ package integration
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -194,10 +195,12 @@ func TestFlows_ErrorPolicies(t *testing.T) {
 	d.write(d.token, map[string]any{"T/Trigger": 2})
 	for _, name := range all {
 		_, policy, _ := strings.Cut(name, "-")
-		f := d.waitFlow(reader, name, 30*time.Second, "the good message processed", func(f flowInfo) bool { return f.Counters.Processed == 2 })
+		f := d.waitFlow(reader, name, 30*time.Second, "the good message processed or dropped", func(f flowInfo) bool {
+			return f.Counters.Processed+f.Counters.Dropped == 2
+		})
 		out := d.read(reader, "T/Out/"+name)["T/Out/"+name].Value.String()
 		if policy == "fail" {
-			if out == "2" || f.Counters.Dropped != 1 {
+			if out == "2" || f.Counters.Dropped != 1 || f.Counters.Processed != 1 {
 				t.Errorf("%s: out %s dropped %d; a failed node must not run, the message counted as dropped", name, out, f.Counters.Dropped)
 			}
 			continue
@@ -641,5 +644,55 @@ flows:
 	}
 	if f := d.flows(d.token)["elsewhere"]; f.Counters.In != 0 || vals[1].Value == "A/Level:High" {
 		t.Errorf("a flow whose grant does not cover A got the alarm: %+v, B/Seen=%v", f.Counters, vals[1].Value)
+	}
+}
+
+// TestFlows_ImportCannotWidenAFlowsGrant: a project import by a designer
+// at level operate is refused (403) when a flow in it grants write level
+// design, also when that flow would not parse on the checking side (an
+// alarm trigger and a Python node); nothing is imported.
+func TestFlows_ImportCannotWidenAFlowsGrant(t *testing.T) {
+	base := `devices:
+  - {name: sim, driver: sim}
+tags:
+  - {path: Line1/Sec/Design, device: sim, address: memory, type: int64, write_level: design}
+  - {path: Line1/Level, device: sim, address: memory, type: float64}
+alarms:
+  - {name: High, tag: Line1/Level, mode: above, setpoint: 90}
+`
+	d := newDaemon(t, base)
+	d.start()
+	des := d.apiKey("des", []string{"tag:read", "tag:write", "alarm:read"}, "operate", "designer")
+	doc := base + `flows:
+  - name: sneaky
+    trigger: {alarm: Line1}
+    grant: {scopes: [tag:read, tag:write, alarm:read], write_level: design, prefixes: [Line1]}
+    nodes:
+      - id: p
+        type: python
+        next: w
+        code: |
+            def transform(msg):
+                msg["payload"] = 4242
+                return msg
+      - {id: w, type: tag_write, path: Line1/Sec/Design}
+`
+	req, err := http.NewRequest("POST", d.url+"/api/v1/project/import", strings.NewReader(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+des)
+	req.Header.Set("Content-Type", "application/yaml")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 403 || !strings.Contains(string(body), "sneaky") {
+		t.Fatalf("import of a flow wider than its importer: %d %s, want 403 naming the flow", resp.StatusCode, body)
+	}
+	if _, ok := d.flows(d.token)["sneaky"]; ok {
+		t.Error("the refused import left the flow behind")
 	}
 }

@@ -29,7 +29,7 @@ func metricsDaemon(t *testing.T) (*peers.Modbus, *daemon, string) {
   - {name: plc1, driver: modbus, url: "tcp://127.0.0.1:%d", unit_id: 1, timeout: 500ms}
   - {name: sim, driver: sim}
 tags:
-  - {path: Plant/Level, device: plc1, address: HR0, type: int16, scan: 100ms}
+  - {path: Plant/Level, device: plc1, address: HR0, type: int16, scan: 100ms, history: {enabled: true}}
   - {path: Plant/Setpoint, device: plc1, address: HR1, type: int16, scan: 100ms}
   - {path: Plant/Memory, device: sim, address: memory, type: float64}
 `, mb.Port))
@@ -96,7 +96,16 @@ func scrapeURL(t *testing.T, url string) map[string]float64 {
 // diagnostics listener only.
 func TestMetrics_RealDaemonWithPymodbus(t *testing.T) {
 	_, d, diag := metricsDaemon(t)
-	op := d.apiKey("op", []string{"tag:read", "tag:write"}, "operate")
+	op := d.apiKey("op", []string{"tag:read", "tag:write", "script:execute"}, "operate", "designer")
+	code := "def ok(args):\n    return 1\n\ndef boom(args):\n    raise ValueError('boom')\n"
+	if st, body := d.call("PUT", "/api/v1/scripts/m", op, map[string]any{"code": code}, nil); st != 200 {
+		t.Fatalf("save script: %d %s", st, body)
+	}
+	for entry, want := range map[string]int{"ok": 200, "boom": 422} {
+		if st, body := d.call("POST", "/api/v1/scripts/m/"+entry+"/run", op, map[string]any{"args": map[string]any{}}, nil); st != want {
+			t.Fatalf("run m.%s: %d %s, want %d", entry, st, body, want)
+		}
+	}
 	waitFor(t, 10*time.Second, "Plant/Level Good", func() (bool, string) {
 		v := d.read(op, "Plant/Level")["Plant/Level"]
 		return v.Quality == "Good" && v.Value.String() == "42", fmt.Sprint(v)

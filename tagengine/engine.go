@@ -138,6 +138,7 @@ type group struct {
 	tags       []*tagState
 	points     []device.Point
 	kick       chan struct{}
+	lastScan   atomic.Int64 // unix nanos of this loop's last completed scan (Start counts)
 	// changes is apply's scratch buffer, reused from scan to scan.
 	changes []Change
 }
@@ -297,7 +298,11 @@ func (e *Engine) Start(ctx context.Context) error {
 			return fmt.Errorf("device %q: open: %w", name, err)
 		}
 	}
-	e.progress.Store(time.Now().UnixNano())
+	now := time.Now().UnixNano()
+	e.progress.Store(now)
+	for _, g := range e.groups {
+		g.lastScan.Store(now)
+	}
 	for _, g := range e.groups {
 		if err := e.subscribe(ctx, g); err != nil {
 			cancel()
@@ -355,7 +360,9 @@ func (e *Engine) scanLoop(ctx context.Context, g *group) {
 		}
 		e.apply(g, vals, gen)
 		e.scans.Add(1)
-		e.progress.Store(time.Now().UnixNano())
+		done := time.Now().UnixNano()
+		g.lastScan.Store(done)
+		e.progress.Store(done)
 		next := g.period - time.Since(start)
 		if next <= 0 {
 			e.overruns.Add(1)
@@ -631,10 +638,28 @@ func outsidePrefixes(g auth.Grant, p string) bool {
 	return !g.AllowsPath(tagpath.Normalize(p))
 }
 
-// Progress returns when a scan last completed (Start counts as progress).
+// Progress returns how far every scan loop has come: the oldest of the
+// loops' last completed scans (Start counts as one), so one wedged loop
+// holds it back while the others keep scanning; with no polled loop, when
+// the flush loop last ran. The daemon's watchdog adds the longest scan
+// period to it.
 // The systemd watchdog pings only while this moves (docs/architecture.md, rules from
 // the field: the watchdog proves progress).
-func (e *Engine) Progress() time.Time { return time.Unix(0, e.progress.Load()) }
+func (e *Engine) Progress() time.Time {
+	oldest := int64(0)
+	for _, g := range e.groups {
+		if g.subscribed {
+			continue
+		}
+		if t := g.lastScan.Load(); oldest == 0 || t < oldest {
+			oldest = t
+		}
+	}
+	if oldest == 0 {
+		oldest = e.progress.Load()
+	}
+	return time.Unix(0, oldest)
+}
 
 // Stats returns the number of completed scans and of scans that overran
 // their period.

@@ -106,3 +106,49 @@ func TestEngine_ScanInFlightDoesNotUndoAWrite(t *testing.T) {
 		}
 	}
 }
+
+// wedgedDriver's Read never returns until the test ends: a wedged loop.
+type wedgedDriver struct {
+	fakeDriver
+	stop chan struct{}
+}
+
+func (w *wedgedDriver) Read(ctx context.Context, ps []device.Point) []value.VQT {
+	select {
+	case <-w.stop:
+	case <-ctx.Done():
+	}
+	return make([]value.VQT, len(ps))
+}
+
+// TestEngine_ProgressHeldBackByOneWedgedLoop: while one scan loop is stuck
+// in a read, Progress stays where that loop last was, even though another
+// loop keeps scanning (the systemd watchdog must stop its pings).
+func TestEngine_ProgressHeldBackByOneWedgedLoop(t *testing.T) {
+	good := newFake()
+	wedged := &wedgedDriver{fakeDriver: fakeDriver{vals: map[string]value.VQT{}}, stop: make(chan struct{})}
+	e, err := New(Config{}, map[string]device.Driver{"good": good, "wedged": wedged}, []Tag{
+		{Path: "G/A", Device: "good", Point: device.Point{Address: "a", Type: value.Int64}, Scan: 10 * time.Millisecond},
+		{Path: "W/B", Device: "wedged", Point: device.Point{Address: "b", Type: value.Int64}, Scan: 10 * time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { close(wedged.stop); e.Stop(context.Background()) }()
+	started := e.Progress()
+	before, _ := e.Stats()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if n, _ := e.Stats(); n >= before+5 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the good loop did not scan")
+		}
+	}
+	if p := e.Progress(); !p.Equal(started) {
+		t.Errorf("Progress moved to %s while a loop was wedged since %s", p, started)
+	}
+}

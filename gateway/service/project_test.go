@@ -331,8 +331,8 @@ func TestProjectError_Flatten(t *testing.T) {
 		wrapJoin(`/p/project.yaml:12: tag "Y": `, tagErr, errors.New(`unknown type "q"`)))
 	got := projectError(err).Problems
 	want := []gateway.Problem{
-		{Line: 2, Message: `line 2: unknown key "colour" in a tag (valid keys: path, device, address, type, byte_order, scan, deadband, scale, units, write_level, read_only, unit_id, description, history, non_finite, string_byte_order, encoding)`},
-		{Line: 3, Message: `line 3: unknown key "size" in a tag (valid keys: path, device, address, type, byte_order, scan, deadband, scale, units, write_level, read_only, unit_id, description, history, non_finite, string_byte_order, encoding)`},
+		{Line: 2, Message: `line 2: unknown key "colour" in a tag (valid keys: path, device, address, type, byte_order, scan, deadband, scale, units, write_level, read_only, unit_id, description, history, non_finite, string_byte_order, encoding, min, max)`},
+		{Line: 3, Message: `line 3: unknown key "size" in a tag (valid keys: path, device, address, type, byte_order, scan, deadband, scale, units, write_level, read_only, unit_id, description, history, non_finite, string_byte_order, encoding, min, max)`},
 		{Line: 9, Message: `/p/project.yaml:9: tag "X": unknown device "d"`},
 		{Line: 12, Message: `/p/project.yaml:12: tag "Y": missing device`},
 		{Line: 12, Message: `/p/project.yaml:12: tag "Y": unknown type "q"`},
