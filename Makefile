@@ -216,3 +216,8 @@ profile-engine: deps-go
 profile-sandbox: deps build
 	mkdir -p $(PROFDIR)
 	BENCH_RUNS=1 BENCH_CPUPROFILE=$(PROFDIR)/sandbox.cpu.pprof PYTHON_PATH=$(PYTHON) bench/sandbox/run.sh
+# The MQTT supervisor link (issue 12): bench/mqtt/run.sh, bench/README.md "bench-mqtt".
+.PHONY: bench-mqtt
+bench: bench-mqtt
+bench-mqtt: deps build
+	bench/mqtt/run.sh

@@ -77,6 +77,22 @@ func wireHealth(h gateway.HealthReport) apitypes.Health {
 			out.Flows[n] = apitypes.FlowHealth{State: f.State, Reason: f.Reason}
 		}
 	}
+	if m := h.MQTT; m != nil {
+		out.MQTT = &apitypes.MQTTHealth{Connected: m.Connected, Broker: m.Broker, LastError: m.LastError,
+			OutboxDepth: m.OutboxDepth, OutboxBytes: m.OutboxBytes, OutboxDropped: m.OutboxDropped,
+			RequireSigned: m.RequireSigned, Accepted: m.Accepted, Refused: m.Refused}
+		if !m.Since.IsZero() && m.Connected {
+			t := m.Since
+			out.MQTT.Since = &t
+		}
+		if !m.LastErrorAt.IsZero() {
+			t := m.LastErrorAt
+			out.MQTT.LastErrorAt = &t
+		}
+		if !m.OutboxOldest.IsZero() {
+			out.MQTT.OutboxOldestAgeS = time.Since(m.OutboxOldest).Seconds()
+		}
+	}
 	return out
 }
 

@@ -163,6 +163,12 @@ type MQTT struct {
 	StaleAfter    Duration  `yaml:"stale_after"`
 	Keepalive     Duration  `yaml:"keepalive"`
 	Outbox        yaml.Node `yaml:"outbox"`
+	// Reconnect bounds the backoff between passes over the brokers
+	// (defaults 500ms and 30s; docs/mqtt.md).
+	Reconnect struct {
+		Min Duration `yaml:"min"`
+		Max Duration `yaml:"max"`
+	} `yaml:"reconnect"`
 }
 
 // Defaults, applied by LoadDaemon to keys the file leaves out. The worker

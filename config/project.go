@@ -41,6 +41,9 @@ type Project struct {
 	Alarms          []yaml.Node    `yaml:"alarms" json:"-"` // package alarm parses it (docs/alarms.md)
 	Views           []yaml.Node    `yaml:"views" json:"-"`
 	Users           []yaml.Node    `yaml:"users" json:"-"`
+	// MQTTPublish is the tag publishing of the supervisor link
+	// (docs/mqtt.md); the mqtt part parses it.
+	MQTTPublish yaml.Node `yaml:"mqtt_publish" json:"-"`
 
 	// File is the path the project was read from; Dir its directory, against
 	// which script files resolve.

@@ -77,6 +77,7 @@ func DiffProjects(old, new *Project) ProjectDiff {
 		{"flows", old.Flows, new.Flows},
 		{"views", old.Views, new.Views},
 		{"users", old.Users, new.Users},
+		{"mqtt_publish", []yaml.Node{old.MQTTPublish}, []yaml.Node{new.MQTTPublish}},
 	} {
 		if !sameNodes(s.old, s.new) {
 			d.Sections = append(d.Sections, s.name)

@@ -43,7 +43,7 @@ func Check(path string, log *slog.Logger) error {
 	if p == nil {
 		return errors.Join(serr, perr)
 	}
-	return errors.Join(serr, perr, service.CheckProject(p, opcuastore.Defaults(cfg.DataDir), log), checkViews(p), checkFlows(cfg)(p))
+	return errors.Join(serr, perr, service.CheckProject(p, opcuastore.Defaults(cfg.DataDir), log), checkViews(p), checkFlows(cfg)(p), checkMQTT(cfg)(p))
 }
 
 // checkViews checks the project's views as LiveView parses them.

@@ -28,6 +28,7 @@ import (
 	"qubiq.dev/edge/gateway/appliance"
 	"qubiq.dev/edge/gateway/service"
 	"qubiq.dev/edge/internal/probe"
+	"qubiq.dev/edge/mqtt"
 	"qubiq.dev/edge/opcuastore"
 	"qubiq.dev/edge/store"
 	"qubiq.dev/edge/systemd"
@@ -53,7 +54,10 @@ type System struct {
 	svc   *service.Service
 	flows *flow.Engine
 	api   *api.Server
-	ln    net.Listener
+
+	mqtt   *mqtt.Link    // nil when mqtt.brokers is empty
+	outbox *store.Outbox // the link's
+	ln     net.Listener
 
 	parts     lifecycle
 	served    chan error // the API's Serve result
@@ -85,6 +89,7 @@ func New(ctx context.Context, cfg *config.Daemon, log *slog.Logger, level *slog.
 		part{name: "store", start: s.openStore, stop: s.closeStore},
 		part{name: "service", start: s.buildService, stop: func(ctx context.Context) error { s.svc.Close(ctx); return nil }},
 		part{name: "appliance", start: s.buildAppliance},
+		part{name: "mqtt", start: s.buildMQTT},
 		part{name: "flows", start: s.buildFlows},
 		part{name: "metrics", start: s.buildMetrics},
 		part{name: "api", start: s.buildAPI},
@@ -143,7 +148,7 @@ func (s *System) buildService(context.Context) error {
 		DeviceDefaults:  opcuastore.Defaults(s.cfg.DataDir),
 		Addresses:       opcuastore.NewAddresses(s.db, s.log.With("subsystem", "opcua")),
 		Certs:           opcuastore.Certs{DataDir: s.cfg.DataDir},
-		SectionChecks:   []func(*config.Project) error{checkViews, checkFlows(s.cfg)},
+		SectionChecks:   []func(*config.Project) error{checkViews, checkFlows(s.cfg), checkMQTT(s.cfg)},
 		GrantChecks:     []func(auth.Grant, *config.Project) error{coverFlows},
 		Alarms:          alarms,
 	})
@@ -202,8 +207,10 @@ func (s *System) Run(ctx context.Context) error {
 	for _, st := range s.svc.Steps() {
 		parts = append(parts, part{name: st.Name, start: st.Start, stop: st.Stop})
 	}
-	// The flows after the sandbox and the tag engine they run on, stopped
-	// before them.
+	// The supervisor link after the tag engine and the sandbox its
+	// commands reach; the flows after them (and the link, which they
+	// publish on), stopped before them.
+	parts = append(parts, s.mqttParts()...)
 	parts = append(parts, part{name: "flows", start: s.flows.Start, stop: s.flows.Stop})
 	parts = append(parts, part{name: "api", start: s.serve, stop: s.awaitServe})
 	if err := s.parts.start(ctx, parts...); err != nil {

@@ -11,30 +11,31 @@ import (
 	"qubiq.dev/edge/auth"
 	"qubiq.dev/edge/config"
 	"qubiq.dev/edge/flow"
+	"qubiq.dev/edge/mqttstore"
 )
 
 // The flow part: the flow engine over the service layer (package flow,
 // docs/flows.md).
 //
 // Alarm transitions reach alarm triggers through the service layer
-// (flow.AlarmsFrom). Wiring left for the supervisor link: when the mqtt part
-// exists, pass its TopicSource and Publisher as flow.Options.Topics and
-// .Publisher. Until then mqtt triggers and mqtt_publish nodes are refused
-// by --check-config and by pushes, saying why (linkWhy).
+// (flow.AlarmsFrom). The supervisor link (the mqtt part, mqtt.go) gives the
+// flows their mqtt triggers (Topics) and mqtt_publish nodes (Publisher)
+// when mqtt.brokers is set; without it both are refused by --check-config
+// and by pushes, saying why (linkWhy).
 
-// linkWhy says why flows cannot use the supervisor link in this build.
+// linkWhy says why flows cannot use the supervisor link ("": it is on).
 func linkWhy(c *config.Daemon) (mqtt string) {
 	if c == nil || len(c.MQTT.Brokers) == 0 {
 		return "is off (mqtt.brokers is empty)"
 	}
-	return "is not wired to the flows in this qubiqd yet"
+	return ""
 }
 
 // buildFlows makes the flow engine over the service layer, and hands it to
 // the service for message triggers and health.
 func (s *System) buildFlows(context.Context) error {
 	p := s.svc.Project()
-	e, err := flow.New(flow.Options{
+	opts := flow.Options{
 		Gateway:      s.svc,
 		Store:        s.db,
 		MQTTWhy:      linkWhy(s.cfg),
@@ -44,7 +45,11 @@ func (s *System) buildFlows(context.Context) error {
 		ProjectFlows: p.Flows,
 		Handlers:     handlerNames(p),
 		Log:          s.log.With("subsystem", "flows"),
-	})
+	}
+	if s.mqtt != nil {
+		opts.Topics, opts.Publisher = mqttstore.Topics{L: s.mqtt}, s.mqtt
+	}
+	e, err := flow.New(opts)
 	if err != nil {
 		return err
 	}
@@ -77,7 +82,7 @@ var topDefRe = regexp.MustCompile(`(?m)^def\s+([A-Za-z][A-Za-z0-9_]*)\s*\(`)
 // script files' top-level functions, its message handlers, the links.
 func flowEnv(p *config.Project, baseline auth.Level, c *config.Daemon) flow.Env {
 	env := flow.Env{Dir: filepath.Dir(p.File), Tags: map[string]flow.TagFacts{}, Scripts: map[string][]string{},
-		Handlers: handlerNames(p), MQTTWhy: linkWhy(c), Alarms: true}
+		Handlers: handlerNames(p), MQTT: linkWhy(c) == "", MQTTWhy: linkWhy(c), Alarms: true}
 	for _, t := range p.Tags {
 		lvl := baseline
 		if t.WriteLevel != "" {

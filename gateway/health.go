@@ -40,6 +40,35 @@ type HealthReport struct {
 	Sandbox SandboxHealth
 	Devices map[string]DeviceHealth
 	Flows   map[string]FlowHealth
+	// MQTT is the supervisor link's state; nil when the link is off.
+	MQTT *MQTTHealth
+}
+
+// MQTTHealth is the supervisor link (docs/mqtt.md): whether it is
+// connected, to which broker since when (UTC), the last connection error
+// and when, the outbox (messages and bytes waiting, the oldest one's queue
+// time, zero when empty, and the messages dropped, oldest first, to stay in
+// its bounds), whether commands must be signed, and the commands accepted
+// and refused since start. A link that is down degrades health.
+type MQTTHealth struct {
+	Connected     bool
+	Broker        string
+	Since         time.Time
+	LastError     string
+	LastErrorAt   time.Time
+	OutboxDepth   int
+	OutboxBytes   int64
+	OutboxOldest  time.Time
+	OutboxDropped uint64
+	RequireSigned bool
+	Accepted      uint64
+	Refused       uint64
+}
+
+// MQTTHealthSource is the supervisor link's side of health: the daemon
+// hands it to the service layer when the link is on.
+type MQTTHealthSource interface {
+	MQTTHealth() MQTTHealth
 }
 
 // SandboxHealth is the script sandbox's state: the isolation mode

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -55,7 +56,35 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		e.gauge(healthReasons, float64(len(h.Reasons)))
 		e.gauge(healthWarnings, float64(len(h.Warnings)))
+		if m := h.MQTT; m != nil {
+			mqttLink(e, m)
+		}
 	}
+}
+
+// The MQTT supervisor link (docs/mqtt.md), from health: present when the
+// link is on.
+var (
+	mqttConnected = desc("qubiq_mqtt_connected", "1 while the supervisor link is connected to a broker.")
+	mqttDepth     = desc("qubiq_mqtt_outbox_messages", "Messages waiting in the MQTT outbox for the broker's acknowledgement.")
+	mqttBytes     = desc("qubiq_mqtt_outbox_bytes", "Bytes of the MQTT outbox (what mqtt.outbox.max_bytes bounds).")
+	mqttOldest    = desc("qubiq_mqtt_outbox_oldest_age_seconds", "Age of the oldest message in the MQTT outbox; 0 when empty.")
+	mqttDropped   = desc("qubiq_mqtt_outbox_dropped_total", "Messages dropped from the MQTT outbox, oldest first, to stay within max_bytes and max_age.")
+	mqttCommands  = desc("qubiq_mqtt_commands_total", "Supervisor commands answered since start, by result.", "result")
+)
+
+func mqttLink(e emitter, m *gateway.MQTTHealth) {
+	e.gauge(mqttConnected, b2f(m.Connected))
+	e.gauge(mqttDepth, float64(m.OutboxDepth))
+	e.gauge(mqttBytes, float64(m.OutboxBytes))
+	age := 0.0
+	if !m.OutboxOldest.IsZero() {
+		age = time.Since(m.OutboxOldest).Seconds()
+	}
+	e.gauge(mqttOldest, age)
+	e.counter(mqttDropped, float64(m.OutboxDropped))
+	e.counter(mqttCommands, float64(m.Accepted), "accepted")
+	e.counter(mqttCommands, float64(m.Refused), "refused")
 }
 
 // emitter sends const metrics; a desc whose labels do not match is a

@@ -50,7 +50,8 @@ func figures() gateway.Figures {
 
 func newTest() *Metrics {
 	return New(Config{Diagnostics: fakeDiag{figures()}, Version: "1.2.3",
-		Health: fakeHealth{gateway.HealthReport{Status: gateway.HealthDegraded, Reasons: []string{"x"}, Warnings: []string{"w1", "w2"}}},
+		Health: fakeHealth{gateway.HealthReport{Status: gateway.HealthDegraded, Reasons: []string{"x"}, Warnings: []string{"w1", "w2"},
+			MQTT: &gateway.MQTTHealth{Connected: true, OutboxDepth: 3, OutboxBytes: 300, OutboxDropped: 4, Accepted: 5, Refused: 6}}},
 		Flows: func(context.Context) []gateway.FlowStatus {
 			return []gateway.FlowStatus{{Name: "scale", State: gateway.FlowRunning, Queue: 2,
 				Counters: gateway.FlowCounters{In: 5, Processed: 3, Dropped: 2}}}
@@ -107,6 +108,13 @@ func TestMetrics_Series(t *testing.T) {
 		`qubiq_health_status{status="degraded"}`:                                   1,
 		`qubiq_health_status{status="ok"}`:                                         0,
 		`qubiq_health_warnings`:                                                    2,
+		`qubiq_mqtt_connected`:                                                     1,
+		`qubiq_mqtt_outbox_messages`:                                               3,
+		`qubiq_mqtt_outbox_bytes`:                                                  300,
+		`qubiq_mqtt_outbox_oldest_age_seconds`:                                     0,
+		`qubiq_mqtt_outbox_dropped_total`:                                          4,
+		`qubiq_mqtt_commands_total{result="accepted"}`:                             5,
+		`qubiq_mqtt_commands_total{result="refused"}`:                              6,
 		`qubiq_api_requests_total{code="200",route="POST /api/v1/tags/read"}`:      2,
 		`qubiq_api_requests_total{code="403",route="POST /api/v1/tags/write"}`:     1,
 		`qubiq_api_requests_total{code="101",route="GET /api/v1/ws"}`:              1,

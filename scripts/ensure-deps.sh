@@ -9,7 +9,10 @@
 #   scripts/ensure-deps.sh test   what `make test` and the benchmarks need
 #                                 (the default): python3, python3-pymodbus,
 #                                 python3-pip, socat, chromium, nodejs, npm,
-#                                 postgresql, and a running PostgreSQL cluster
+#                                 postgresql, mosquitto and mosquitto-clients
+#                                 (the MQTT broker the link's tests start on
+#                                 free ports, and mosquitto_pub for the
+#                                 benchmark), and a running PostgreSQL cluster
 #                                 with the test role and database qubiq_test
 #                                 (password qubiq_test, on 127.0.0.1:5432).
 #   scripts/ensure-deps.sh --list demo|build|test   print the Debian packages of a
@@ -25,7 +28,7 @@ for a in "$@"; do
   case "$a" in
     demo|build|test) set_name=$a ;;
     --list) list_only=1 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "ensure-deps.sh: unknown argument '$a' (want demo, build, test or --list)" >&2; exit 2 ;;
   esac
 done
@@ -33,7 +36,7 @@ done
 # The packages of each set, with the check that tells whether one is there.
 demo_pkgs=(python3 nodejs npm)
 build_pkgs=(nodejs npm)
-test_pkgs=(python3 python3-pymodbus python3-pip socat chromium nodejs npm postgresql)
+test_pkgs=(python3 python3-pymodbus python3-pip socat chromium nodejs npm postgresql mosquitto mosquitto-clients)
 
 have() {
   case "$1" in
@@ -45,6 +48,8 @@ have() {
     nodejs) command -v node >/dev/null 2>&1 ;;                               # node-opcua, playwright-core
     npm) command -v npm >/dev/null 2>&1 ;;
     postgresql) command -v pg_ctlcluster >/dev/null 2>&1 ;;                  # system.db on PostgreSQL
+    mosquitto) [ -x /usr/sbin/mosquitto ] ;;                                 # the MQTT supervisor link's broker
+    mosquitto-clients) command -v mosquitto_pub >/dev/null 2>&1 ;;           # bench-mqtt's C floor
     *) return 1 ;;
   esac
 }

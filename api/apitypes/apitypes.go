@@ -56,6 +56,27 @@ type Health struct {
 	Devices     map[string]DeviceHealth `json:"devices"`
 	Flows       map[string]FlowHealth   `json:"flows,omitempty"`
 	EscapeHatch bool                    `json:"escape_hatch"`
+	MQTT        *MQTTHealth             `json:"mqtt,omitempty"`
+}
+
+// MQTTHealth is the "mqtt" object of Health, present when the supervisor
+// link is on (docs/mqtt.md): connected, the broker and since when, the
+// last connection error and when, the outbox's depth (messages), bytes,
+// oldest message's age in seconds and drops, require_signed, and the
+// commands accepted and refused since start.
+type MQTTHealth struct {
+	Connected        bool       `json:"connected"`
+	Broker           string     `json:"broker,omitempty"`
+	Since            *time.Time `json:"since,omitempty"`
+	LastError        string     `json:"last_error,omitempty"`
+	LastErrorAt      *time.Time `json:"last_error_at,omitempty"`
+	OutboxDepth      int        `json:"outbox_depth"`
+	OutboxBytes      int64      `json:"outbox_bytes"`
+	OutboxOldestAgeS float64    `json:"outbox_oldest_age_s"`
+	OutboxDropped    uint64     `json:"outbox_dropped"`
+	RequireSigned    bool       `json:"require_signed"`
+	Accepted         uint64     `json:"commands_accepted"`
+	Refused          uint64     `json:"commands_refused"`
 }
 
 // Health statuses.

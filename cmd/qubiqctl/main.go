@@ -132,6 +132,8 @@ type opts struct {
 	realm                                string
 	force, keepCredentials               bool   // flash, restore
 	output                               string // backup -o
+	// mqtt keygen / sign
+	mqttKey, mqttKeyID, mqttTopic, mqttBody, mqttID, mqttTS, mqttOut string
 }
 
 // run is qubiqctl: it parses args, calls the subcommand, prints its answer

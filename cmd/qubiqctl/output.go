@@ -228,6 +228,31 @@ func printHealth(w io.Writer, h apitypes.Health) error {
 			t.row(label, f)
 		}
 	}
+	if m := h.MQTT; m != nil {
+		link := "down"
+		if m.Connected {
+			link = "connected to " + m.Broker
+			if m.Since != nil {
+				link += " since " + m.Since.UTC().Format(time.RFC3339)
+			}
+		}
+		t.row("mqtt", link)
+		if m.LastError != "" {
+			when := ""
+			if m.LastErrorAt != nil {
+				when = " (" + m.LastErrorAt.UTC().Format(time.RFC3339) + ")"
+			}
+			t.row("mqtt last error", m.LastError+when)
+		}
+		t.row("mqtt outbox", fmt.Sprintf("%d messages, %d bytes, oldest %.0fs, %d dropped", m.OutboxDepth, m.OutboxBytes,
+			m.OutboxOldestAgeS, m.OutboxDropped))
+		signed := "required"
+		if !m.RequireSigned {
+			signed = "OFF (mqtt.require_signed: false: commands are not verified)"
+		}
+		t.row("mqtt signatures", signed)
+		t.row("mqtt commands", fmt.Sprintf("%d accepted, %d refused", m.Accepted, m.Refused))
+	}
 	if err := t.flush(); err != nil {
 		return err
 	}

@@ -51,10 +51,35 @@ func (s *Service) Health(context.Context) gateway.HealthReport {
 		}
 	}
 	s.flowsHealth(&out, degrade)
+	if src := s.mqttHealth(); src != nil {
+		h := src.MQTTHealth()
+		out.MQTT = &h
+		if !h.Connected {
+			why := h.LastError
+			if why == "" {
+				why = "connecting"
+			}
+			degrade("mqtt link down: " + why)
+		}
+	}
 	if s.alarms != nil {
 		for _, r := range s.alarms.Health() { // the alarm journal, the alarm feed
 			degrade(r)
 		}
 	}
 	return out
+}
+
+// SetMQTTHealth hands the service the supervisor link's health (the
+// daemon, when mqtt.brokers is set).
+func (s *Service) SetMQTTHealth(src gateway.MQTTHealthSource) {
+	s.mqttMu.Lock()
+	s.mqttSrc = src
+	s.mqttMu.Unlock()
+}
+
+func (s *Service) mqttHealth() gateway.MQTTHealthSource {
+	s.mqttMu.Lock()
+	defer s.mqttMu.Unlock()
+	return s.mqttSrc
 }

@@ -121,6 +121,9 @@ type Service struct {
 	started time.Time
 	warns   warnings // health warnings (warnings.go)
 
+	mqttMu  sync.Mutex // guards mqttSrc
+	mqttSrc gateway.MQTTHealthSource
+
 	keys     *auth.Keys
 	users    *auth.Users
 	sessions *auth.Sessions

@@ -1,0 +1,412 @@
+package mqtt
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"qubiq.dev/edge/gateway"
+)
+
+// Link is the supervisor link: the connection loop, the command queue and
+// its workers, the outbox forwarder and the publishers. Build it with New,
+// run it with Start, end it with Stop.
+type Link struct {
+	opts  Options
+	cfg   Config
+	base  string
+	keys  keyring
+	tls   *tls.Config
+	pass  string
+	log   *slog.Logger
+	start time.Time
+
+	cmds chan inbound // commands waiting for a worker
+	busy chan inbound // commands to answer busy
+
+	mu       sync.Mutex
+	client   paho.Client // the current connection's client; nil while down
+	state    LinkState
+	filters  map[int]*topicSub // flow subscriptions by id
+	nextSub  int
+	lastLive time.Time
+
+	pubSeq   atomic.Uint64 // sequence number of published tag messages
+	counters struct {
+		accepted, refused, busyDropped atomic.Uint64
+	}
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// LinkState is the link now, for health and `qubiqctl status`: whether it
+// is connected and to which broker since when, the last connection error
+// and when, the outbox's counts, whether signatures are required, and the
+// commands accepted and refused since start.
+type LinkState struct {
+	Connected     bool
+	Broker        string
+	Since         time.Time
+	LastError     string
+	LastErrorAt   time.Time
+	Outbox        OutboxStats
+	RequireSigned bool
+	Accepted      uint64
+	Refused       uint64
+}
+
+// inbound is one command message received.
+type inbound struct {
+	topic   string // below the base
+	payload []byte
+	at      time.Time
+}
+
+// New builds the link from opts; nothing connects until Start. It refuses
+// a config whose keys, grants, TLS files or password file do not load.
+func New(opts Options) (*Link, error) {
+	cfg := opts.Config
+	cfg.applyDefaults()
+	if opts.ApplianceID == "" {
+		return nil, errors.New("mqtt: appliance_id is empty")
+	}
+	if len(cfg.Brokers) == 0 {
+		return nil, errors.New("mqtt: no brokers")
+	}
+	for _, b := range cfg.Brokers {
+		if err := checkBroker(b); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Gateway == nil || opts.Outbox == nil || opts.Seen == nil {
+		return nil, errors.New("mqtt: Gateway, Outbox and Seen are required")
+	}
+	kr, err := cfg.keyring()
+	if err != nil {
+		return nil, err
+	}
+	tc, err := cfg.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	pass, err := cfg.password()
+	if err != nil {
+		return nil, err
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Queue <= 0 {
+		opts.Queue = DefaultQueue
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = DefaultWorkers
+	}
+	if opts.BackoffMin <= 0 {
+		opts.BackoffMin = DefaultBackoffMin
+	}
+	if opts.BackoffMax <= 0 {
+		opts.BackoffMax = DefaultBackoffMax
+	}
+	l := &Link{opts: opts, cfg: cfg, base: BaseTopic(opts.ApplianceID), keys: kr, tls: tc, pass: pass,
+		log: opts.Log, start: time.Now(), cmds: make(chan inbound, opts.Queue), busy: make(chan inbound, 1024),
+		filters: map[int]*topicSub{}}
+	l.state.RequireSigned = cfg.RequireSigned
+	return l, nil
+}
+
+// Start runs the link until Stop: the connection loop, the command
+// workers and the publishers. (Without require_signed the daemon puts a
+// warning in health, which logs it at start-up: RequireSignedWarning.)
+func (l *Link) Start(ctx context.Context) error {
+	ctx, l.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	l.spawn(func() { l.connectLoop(ctx) })
+	for range l.opts.Workers {
+		l.spawn(func() { l.worker(ctx) })
+	}
+	l.spawn(func() { l.busyReplier(ctx) })
+	if l.opts.Publish != nil {
+		l.spawn(func() { l.publishTags(ctx) })
+	}
+	if l.opts.Alarms != nil {
+		l.spawn(func() { l.publishAlarms(ctx) })
+	}
+	l.spawn(func() { l.expireLoop(ctx) })
+	return nil
+}
+
+func (l *Link) spawn(fn func()) {
+	l.wg.Add(1)
+	go func() { defer l.wg.Done(); fn() }()
+}
+
+// Stop publishes the offline status (retained) when connected, ends the
+// connection and waits for the link's goroutines, within ctx.
+func (l *Link) Stop(ctx context.Context) error {
+	if l.cancel == nil {
+		return nil
+	}
+	l.cancel()
+	done := make(chan struct{})
+	go func() { l.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("mqtt: stop: %w", ctx.Err())
+	}
+}
+
+// RequireSignedWarning is the health warning of a link whose commands
+// are not verified (mqtt.require_signed: false).
+const RequireSignedWarning = "mqtt.require_signed is false: supervisor commands are not verified; every command's audit record says so"
+
+// State returns the link's state now.
+func (l *Link) State() LinkState {
+	l.mu.Lock()
+	st := l.state
+	l.mu.Unlock()
+	st.Outbox = l.opts.Outbox.Stats()
+	st.Accepted = l.counters.accepted.Load()
+	st.Refused = l.counters.refused.Load()
+	return st
+}
+
+// Base is the appliance's base topic.
+func (l *Link) Base() string { return l.base }
+
+// connectLoop keeps one connection up: it tries the brokers in order, one
+// paho client per attempt (auto-reconnect off, so no token outlives its
+// connection), and after every broker of the list failed waits a capped
+// exponential backoff with jitter before the next pass. A lost connection
+// is tried again on the same broker first.
+func (l *Link) connectLoop(ctx context.Context) {
+	idx, failedPasses, failedInPass := 0, 0, 0
+	for ctx.Err() == nil {
+		broker := l.cfg.Brokers[idx%len(l.cfg.Brokers)]
+		lost := make(chan error, 1)
+		c := paho.NewClient(l.clientOptions(broker, lost))
+		tok := c.Connect()
+		var err error
+		select {
+		case <-tok.Done():
+			err = tok.Error()
+		case <-ctx.Done():
+			c.Disconnect(0)
+			return
+		}
+		if err != nil {
+			l.setError(broker, err)
+			l.log.Warn("mqtt connect failed", slog.String("broker", broker), slog.Any("err", err))
+			idx++
+			failedInPass++
+			if failedInPass >= len(l.cfg.Brokers) {
+				failedInPass = 0
+				if !sleep(ctx, backoff(failedPasses, l.opts.BackoffMin, l.opts.BackoffMax)) {
+					return
+				}
+				failedPasses++
+			}
+			continue
+		}
+		failedPasses, failedInPass = 0, 0
+		l.runConnection(ctx, c, broker, lost)
+	}
+}
+
+// runConnection serves one established connection until it is lost or ctx
+// ends: the forwarder drains the outbox over it.
+func (l *Link) runConnection(ctx context.Context, c paho.Client, broker string, lost chan error) {
+	l.mu.Lock()
+	l.client = c
+	l.state.Connected, l.state.Broker, l.state.Since = true, broker, time.Now().UTC()
+	l.mu.Unlock()
+	l.log.Info("mqtt connected", slog.String("broker", broker))
+	gen, cancel := context.WithCancel(ctx)
+	fwdDone := make(chan struct{})
+	go func() { defer close(fwdDone); l.forward(gen, c) }()
+	var why error
+	select {
+	case why = <-lost:
+	case <-ctx.Done():
+	}
+	cancel()
+	<-fwdDone
+	l.mu.Lock()
+	l.client = nil
+	l.state.Connected = false
+	l.mu.Unlock()
+	if why != nil {
+		l.setError(broker, why)
+		l.log.Warn("mqtt connection lost", slog.String("broker", broker), slog.Any("err", why))
+		c.Disconnect(0)
+		return
+	}
+	// Stopping: say offline (retained) before the clean disconnect, which
+	// suppresses the will.
+	t := c.Publish(l.base+"/status", 1, true, l.statusPayload("offline"))
+	t.WaitTimeout(2 * time.Second)
+	c.Disconnect(250)
+}
+
+func (l *Link) setError(broker string, err error) {
+	l.mu.Lock()
+	l.state.LastError = broker + ": " + err.Error()
+	l.state.LastErrorAt = time.Now().UTC()
+	l.mu.Unlock()
+}
+
+// clientOptions: the appliance id as client id, a persistent session
+// (clean session off, so the broker keeps the command subscription and
+// queues QoS 1 commands while the appliance is away), auto-reconnect off
+// (connectLoop reconnects, with its own backoff and failover), the
+// keep-alive, the retained last will on status, and the command
+// subscription re-made in the on-connect handler every time (paho does
+// not resubscribe by itself:
+// https://github.com/eclipse-paho/paho.mqtt.golang/issues/238).
+func (l *Link) clientOptions(broker string, lost chan error) *paho.ClientOptions {
+	o := paho.NewClientOptions().AddBroker(broker).SetClientID(l.opts.ApplianceID).
+		SetCleanSession(false).SetAutoReconnect(false).SetConnectRetry(false).
+		SetKeepAlive(l.cfg.Keepalive).SetPingTimeout(max(l.cfg.Keepalive/2, time.Second)).
+		SetConnectTimeout(10*time.Second).SetWriteTimeout(10*time.Second).
+		SetOrderMatters(false).SetResumeSubs(false).
+		SetBinaryWill(l.base+"/status", l.statusPayload("offline"), 1, true).
+		SetDefaultPublishHandler(l.onMessage).
+		SetConnectionLostHandler(func(_ paho.Client, err error) {
+			select {
+			case lost <- err:
+			default:
+			}
+		}).
+		SetOnConnectHandler(l.onConnect(lost))
+	if l.cfg.Username != "" {
+		o.SetUsername(l.cfg.Username)
+	}
+	if l.pass != "" {
+		o.SetPassword(l.pass)
+	}
+	if l.tls != nil {
+		o.SetTLSConfig(l.tls)
+	}
+	return o
+}
+
+// onConnect subscribes cmd/# (QoS 1) and the flows' filters, then
+// publishes the birth status (retained). A subscription that fails drops
+// the connection, so the loop tries again.
+func (l *Link) onConnect(lost chan error) paho.OnConnectHandler {
+	return func(c paho.Client) {
+		filters := map[string]byte{l.base + "/cmd/#": 1}
+		l.mu.Lock()
+		for _, s := range l.filters {
+			filters[l.base+"/"+s.filter] = 1
+		}
+		l.mu.Unlock()
+		tok := c.SubscribeMultiple(filters, nil)
+		if !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+			err := tok.Error()
+			if err == nil {
+				err = errors.New("subscribe timed out")
+			}
+			select {
+			case lost <- fmt.Errorf("subscribe: %w", err):
+			default:
+			}
+			return
+		}
+		c.Publish(l.base+"/status", 1, true, l.statusPayload("online"))
+	}
+}
+
+// onMessage routes a received message: commands to the queue (answered
+// busy when it is full, so a slow command never blocks the client's
+// keep-alive), everything else to the flows' subscriptions.
+func (l *Link) onMessage(_ paho.Client, m paho.Message) {
+	rest, ok := strings.CutPrefix(m.Topic(), l.base+"/")
+	if !ok {
+		return
+	}
+	l.onMessageIn(inbound{topic: rest, payload: append([]byte(nil), m.Payload()...), at: time.Now()})
+}
+
+// onMessageIn routes one received message (its topic below the base).
+func (l *Link) onMessageIn(in inbound) {
+	rest := in.topic
+	if strings.HasPrefix(rest, "cmd/") {
+		select {
+		case l.cmds <- in:
+		default:
+			select {
+			case l.busy <- in:
+			default:
+				l.counters.busyDropped.Add(1)
+				l.log.Error("mqtt command dropped: the command and busy queues are full", slog.String("topic", rest))
+			}
+		}
+		return
+	}
+	l.deliverTopic(in)
+}
+
+// statusPayload is the status message: state, version, uptime, health.
+func (l *Link) statusPayload(state string) []byte {
+	health := "unknown"
+	if state == "online" {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		health = l.opts.Gateway.Health(ctx).Status
+		cancel()
+	}
+	b, _ := json.Marshal(map[string]any{"state": state, "version": l.opts.Version,
+		"uptime_s": int64(time.Since(l.start).Seconds()), "health": health})
+	return b
+}
+
+// backoff is the wait after the n-th failed pass over the brokers: min
+// doubling up to max, with jitter (a random 50 to 100 % of it), so a fleet
+// does not reconnect in step.
+func backoff(n int, lo, hi time.Duration) time.Duration {
+	d := lo
+	for i := 0; i < n && d < hi; i++ {
+		d *= 2
+	}
+	d = min(d, hi)
+	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// current returns the connected client, nil while down.
+func (l *Link) current() paho.Client {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.client
+}
+
+// MQTTHealth is the link's state for health (gateway.MQTTHealthSource).
+func (l *Link) MQTTHealth() gateway.MQTTHealth {
+	st := l.State()
+	return gateway.MQTTHealth{Connected: st.Connected, Broker: st.Broker, Since: st.Since, LastError: st.LastError,
+		LastErrorAt: st.LastErrorAt, OutboxDepth: st.Outbox.Depth, OutboxBytes: st.Outbox.Bytes,
+		OutboxOldest: st.Outbox.Oldest, OutboxDropped: st.Outbox.Dropped, RequireSigned: st.RequireSigned,
+		Accepted: st.Accepted, Refused: st.Refused}
+}
