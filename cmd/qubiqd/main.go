@@ -41,7 +41,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 	check := fs.Bool("check-config", false, "validate the configuration and project, then exit")
 	version := fs.Bool("version", false, "print the version and exit")
 	logLevel := fs.String("log-level", "", "log level: debug, info, warn, error (default: the config's log.level, else info)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: qubiqd [--config FILE] [--check-config] [--log-level LEVEL] [--version]")
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "qubiqd: unexpected argument %q (qubiqd takes only flags; qubiqd --help lists them)\n", fs.Arg(0))
 		return 2
 	}
 	if *version {
