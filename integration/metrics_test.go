@@ -119,7 +119,16 @@ func TestMetrics_RealDaemonWithPymodbus(t *testing.T) {
 		n := m["qubiq_device_requests_total{device=plc1,driver=modbus}"]
 		return n >= 10, fmt.Sprint(n)
 	})
+	var health struct {
+		Version string `json:"version"`
+	}
+	if st, body := d.call("GET", "/api/v1/health", "", nil, &health); st != 200 {
+		t.Fatalf("health: %d %s", st, body)
+	}
 	m := scrapeURL(t, diag+"/metrics")
+	if v, ok := m["qubiq_build_info{version="+health.Version+"}"]; !ok || v != 1 {
+		t.Errorf("qubiq_build_info{version=%s} = %v (present %v), want 1: the version health reports", health.Version, v, ok)
+	}
 	for series, check := range map[string]func(float64) bool{
 		"qubiq_device_requests_total{device=plc1,driver=modbus}":                   func(v float64) bool { return v >= 10 },
 		"qubiq_device_errors_total{device=plc1,driver=modbus,kind=timeout}":        func(v float64) bool { return v == 0 },
@@ -135,7 +144,6 @@ func TestMetrics_RealDaemonWithPymodbus(t *testing.T) {
 		"qubiq_audit_records_committed_total": func(v float64) bool { return v >= 1 },
 		"qubiq_sandbox_workers":               func(v float64) bool { return v == 2 },
 		"qubiq_health_warnings":               func(v float64) bool { return v == 1 },
-		"qubiq_build_info{version=0.1.0-dev}": func(v float64) bool { return v == 1 },
 		"qubiq_api_requests_total{code=200,route=POST /api/v1/tags/write}":       func(v float64) bool { return v == 1 },
 		"qubiq_api_requests_total{code=201,route=POST /api/v1/apikeys}":          func(v float64) bool { return v == 1 },
 		"qubiq_api_request_duration_seconds{route=POST /api/v1/tags/read}_count": func(v float64) bool { return v >= 1 },
