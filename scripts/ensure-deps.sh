@@ -12,7 +12,8 @@
 #                                 postgresql, mosquitto and mosquitto-clients
 #                                 (the MQTT broker the link's tests start on
 #                                 free ports, and mosquitto_pub for the
-#                                 benchmark), and a running PostgreSQL cluster
+#                                 benchmark), debootstrap (a Debian root the
+#                                 .deb is installed into), and a running PostgreSQL cluster
 #                                 with the test role and database qubiq_test
 #                                 (password qubiq_test, on 127.0.0.1:5432).
 #   scripts/ensure-deps.sh --list demo|build|test   print the Debian packages of a
@@ -36,7 +37,7 @@ done
 # The packages of each set, with the check that tells whether one is there.
 demo_pkgs=(python3 nodejs npm)
 build_pkgs=(nodejs npm)
-test_pkgs=(python3 python3-pymodbus python3-pip socat chromium nodejs npm postgresql mosquitto mosquitto-clients)
+test_pkgs=(python3 python3-pymodbus python3-pip socat chromium nodejs npm postgresql mosquitto mosquitto-clients debootstrap)
 
 have() {
   case "$1" in
@@ -50,6 +51,7 @@ have() {
     postgresql) command -v pg_ctlcluster >/dev/null 2>&1 ;;                  # system.db on PostgreSQL
     mosquitto) [ -x /usr/sbin/mosquitto ] ;;                                 # the MQTT supervisor link's broker
     mosquitto-clients) command -v mosquitto_pub >/dev/null 2>&1 ;;           # bench-mqtt's C floor
+    debootstrap) [ -x /usr/sbin/debootstrap ] ;;                             # the .deb installed into a Debian root
     *) return 1 ;;
   esac
 }
