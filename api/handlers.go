@@ -16,6 +16,18 @@ import (
 // Handlers: the route table (routes.go) has already checked credentials,
 // the route's need, the dependency and the body limit.
 
+// mqttLink answers GET /api/v1/mqtt: the supervisor link's state, the
+// "mqtt" object of health (docs/mqtt.md), or 404 when the link is off.
+func (s *Server) mqttLink(w http.ResponseWriter, r *http.Request, _ auth.Grant) error {
+	h := wireHealth(s.deps.Health.Health(r.Context()))
+	if h.MQTT == nil {
+		return errorf(http.StatusNotFound, KindNotFound, "the supervisor link is off (mqtt.brokers is empty; docs/mqtt.md)")
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	s.writeJSON(w, r, http.StatusOK, h.MQTT)
+	return nil
+}
+
 func (s *Server) health(w http.ResponseWriter, r *http.Request, _ auth.Grant) error {
 	h := wireHealth(s.deps.Health.Health(r.Context()))
 	if h.Reasons == nil {

@@ -12,6 +12,8 @@ import (
 // route table, never from here. Adding a route is one entry here;
 // TestOpenAPI_EveryRouteDocumented names each route without one.
 var openapiOps = map[string]opSpec{
+	"GET /api/v1/mqtt": {summary: "The supervisor link: broker, connection, last error, outbox depth and age, drops, commands (docs/mqtt.md); 404 when the link is off",
+		resp: at.MQTTHealth{}},
 	"GET /api/v1/health": {summary: "Health of the appliance (status, reasons, sandbox, devices)",
 		resp: struct {
 			at.Health

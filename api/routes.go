@@ -139,6 +139,7 @@ const prefix = "/api/v1"
 // the contract's route table (testdata/routes.md) (testdata/routes.md).
 var routes = []route{
 	{method: "GET", path: prefix + "/health", need: public, dep: depHealth, handle: (*Server).health},
+	{method: "GET", path: prefix + "/mqtt", need: scope(auth.TagRead), dep: depHealth, handle: (*Server).mqttLink},
 
 	{method: "GET", path: prefix + "/tags", need: scope(auth.TagRead), dep: depTags, handle: (*Server).listTags},
 	{method: "POST", path: prefix + "/tags/read", need: scope(auth.TagRead), dep: depTags, handle: (*Server).readTags},

@@ -54,6 +54,12 @@ func TestMQTT_PushRunRollback_RoundTrip(t *testing.T) {
 	d.withMQTT(mqttBlock([]string{b.URL}, k, supGrant, ""))
 	d.start()
 	d.waitConnected(b.URL)
+	// GET /api/v1/mqtt answers the same link state as health's mqtt object,
+	// to a key that reads tags.
+	var link mqttHealth
+	if st, body := d.call("GET", "/api/v1/mqtt", d.apiKey("reader", []string{"tag:read"}, "view"), nil, &link); st != 200 || !link.Connected || link.Broker != b.URL {
+		t.Errorf("GET /api/v1/mqtt: %d %s, want connected to %s", st, body, b.URL)
+	}
 	s := newSupervisor(t, b.URL, "it-sup-roundtrip")
 
 	r := s.do(k, "cmd/scripts/push", pushBody("greet", 5, "import json\n\n@gateway(timeout_ms=5000)\ndef hello(args):\n    return {'hello': args['name']}\n"))
