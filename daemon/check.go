@@ -36,8 +36,8 @@ func Check(path string, log *slog.Logger) error {
 	if _, err := appliance.ParseSettings(cfg); err != nil {
 		serr = errors.Join(serr, err)
 	}
-	if cfg.Project == "" {
-		return serr
+	if cfg.Project == "" { // the mqtt: block is the config's, checked with or without a project
+		return errors.Join(serr, checkMQTT(cfg)(&config.Project{}))
 	}
 	p, perr := config.LoadProject(cfg.Project)
 	if p == nil {

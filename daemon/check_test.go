@@ -110,3 +110,25 @@ func TestCheck_DeviceNamedOnce(t *testing.T) {
 		t.Fatalf("check = %v, want device \"plc1\" named once and the url to write", err)
 	}
 }
+
+// TestCheck_MQTTNeedsApplianceID: with the supervisor link on and no
+// appliance_id, --check-config fails as the start would (the link's client
+// id and topic root are the appliance id, docs/mqtt.md).
+func TestCheck_MQTTNeedsApplianceID(t *testing.T) {
+	dir := t.TempDir()
+	cfg := "data_dir: data\nmqtt:\n  brokers: [tcp://127.0.0.1:1]\n"
+	if err := os.WriteFile(filepath.Join(dir, "qubiq.yaml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := Check(filepath.Join(dir, "qubiq.yaml"), quiet)
+	if err == nil || !strings.Contains(err.Error(), "qubiq.yaml: mqtt: appliance_id is empty") {
+		t.Fatalf("check = %v, want the empty appliance_id refused", err)
+	}
+	cfg = "appliance_id: line1-edge-01\n" + cfg
+	if err := os.WriteFile(filepath.Join(dir, "qubiq.yaml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := Check(filepath.Join(dir, "qubiq.yaml"), quiet); err != nil {
+		t.Fatalf("check with appliance_id = %v", err)
+	}
+}

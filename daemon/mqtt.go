@@ -131,6 +131,9 @@ func checkMQTT(c *config.Daemon) func(p *config.Project) error {
 		if c == nil || len(c.MQTT.Brokers) == 0 {
 			return nil
 		}
+		if c.ApplianceID == "" { // mqtt.New refuses it: the client id and the topic root
+			return fmt.Errorf("%s: mqtt: appliance_id is empty", c.File)
+		}
 		mc, _, err := mqttConfig(c)
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.File, err)

@@ -210,6 +210,10 @@ func cmdBackup(ctx context.Context, c *cli, o *opts, args []string) error {
 	if c.g.json {
 		return c.printJSON(map[string]any{"file": o.output, "bytes": n})
 	}
+	if pass != "" {
+		fmt.Fprintf(c.stdout, "backup written to %s (%d bytes); its secrets key is sealed with the passphrase: the restore needs it\n", o.output, n)
+		return nil
+	}
 	fmt.Fprintf(c.stdout, "backup written to %s (%d bytes); it holds the secrets key: keep it as carefully as the appliance\n", o.output, n)
 	return nil
 }

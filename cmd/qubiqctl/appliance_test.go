@@ -80,7 +80,7 @@ func TestRun_BackupRestoreLogLevel(t *testing.T) {
 	})
 	dir := t.TempDir()
 	file := filepath.Join(dir, "b.qbk")
-	if code, out, errOut := runCLI("--url", d.srv.URL, "backup", "-o", file); code != 0 || !strings.Contains(out, "backup written to "+file+" (9 bytes)") {
+	if code, out, errOut := runCLI("--url", d.srv.URL, "backup", "-o", file); code != 0 || !strings.Contains(out, "backup written to "+file+" (9 bytes); it holds the secrets key") {
 		t.Fatalf("backup: %d %q %q", code, out, errOut)
 	}
 	if b, _ := os.ReadFile(file); string(b) != "QBK-BYTES" {
@@ -132,8 +132,14 @@ func TestRun_BackupRestore_Passphrase(t *testing.T) {
 	pass := filepath.Join(dir, "pass")
 	os.WriteFile(pass, []byte("correct horse\n"), 0o600)
 	file := filepath.Join(dir, "b.qbk")
-	if code, _, errOut := runCLI("--url", srv.URL, "backup", "-o", file, "--passphrase-file", pass); code != 0 {
+	code, out, errOut := runCLI("--url", srv.URL, "backup", "-o", file, "--passphrase-file", pass)
+	if code != 0 {
 		t.Fatalf("backup: %d %s", code, errOut)
+	}
+	// Sealed, the secrets key is not in the file as is: the message says
+	// the passphrase is needed, not that the file holds the key.
+	if !strings.Contains(out, "sealed with the passphrase") || strings.Contains(out, "it holds the secrets key") {
+		t.Fatalf("backup with a passphrase says %q", out)
 	}
 	if code, _, errOut := runCLI("--url", srv.URL, "restore", file, "--passphrase-file", pass); code != 0 {
 		t.Fatalf("restore: %d %s", code, errOut)

@@ -29,7 +29,7 @@ const completeTimeout = 2 * time.Second
 func init() {
 	commands["completion"] = command{name: "completion", args: "bash|zsh", local: true,
 		help: "Print the shell completion script: source <(qubiqctl completion bash) in ~/.bashrc, or source <(qubiqctl completion zsh) in ~/.zshrc (after compinit).",
-		long: "Completes commands, subcommands, flags and their values, and asks the daemon (--url/--api-key of the\n" +
+		long: "Completes commands, subcommands, flags and their values, and asks the daemon (--url/--api-key of the " +
 			"line, else QUBIQ_URL/QUBIQ_API_KEY) for tag paths and device names.",
 		run: cmdCompletion}
 	commands["help"] = command{name: "help", args: "[COMMAND...]", local: true,

@@ -144,7 +144,7 @@ func printHelp(w io.Writer, name string) error {
 	}
 	fmt.Fprintf(w, "usage: %s\n\n%s\n", c.usageLine(), wrap(c.help, 78))
 	if c.long != "" {
-		fmt.Fprintf(w, "\n%s\n", strings.TrimRight(c.long, "\n"))
+		fmt.Fprintf(w, "\n%s\n", wrapLong(strings.TrimRight(c.long, "\n"), 78))
 	}
 	if fl := commandFlags(c); len(fl) > 0 {
 		fmt.Fprint(w, "\nflags:\n")
@@ -273,6 +273,18 @@ func summary(s string) string {
 		}
 	}
 	return strings.TrimSuffix(s, ".")
+}
+
+// wrapLong wraps each line of a command's longer text that is wider than
+// width, keeping the lines of a text already laid out (lists, tables).
+func wrapLong(text string, width int) string {
+	lines := strings.Split(text, "\n")
+	for i, l := range lines {
+		if len(l) > width {
+			lines[i] = wrap(l, width)
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 // wrap breaks text into lines of at most width columns at spaces.

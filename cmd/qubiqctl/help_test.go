@@ -184,3 +184,25 @@ func TestHelp_APIKeyScopes(t *testing.T) {
 		t.Errorf("docs/security.md: found %v rows, want the tables of Scopes and Permissions", counts)
 	}
 }
+
+// TestHelp_ProseWrapped: the prose of every command's help (its summary
+// and its longer text, between the usage line and the flags) is wrapped
+// to 80 columns, so it reads in a terminal without the line breaking
+// mid-word.
+func TestHelp_ProseWrapped(t *testing.T) {
+	clearEnv(t)
+	for name, c := range commands {
+		if c.hidden {
+			continue
+		}
+		_, out, _ := runCLI(append([]string{"help"}, strings.Fields(name)...)...)
+		prose, _, _ := strings.Cut(out, "\nflags:\n")
+		prose, _, _ = strings.Cut(prose, "\nglobal flags")
+		lines := strings.Split(prose, "\n")
+		for _, l := range lines[1:] { // lines[0] is the usage line
+			if len(l) > 80 {
+				t.Errorf("help %s: a line of %d columns: %q", name, len(l), l)
+			}
+		}
+	}
+}
