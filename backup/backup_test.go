@@ -333,3 +333,36 @@ func TestStageAndApplyPending_OnAFreshAppliance(t *testing.T) {
 		t.Fatalf("result file: %s", b)
 	}
 }
+
+// TestApplyPending_RestoreAgain: an appliance restored once can be
+// restored again: the project, files and trusted certificates the first
+// restore left are set aside with the store, not refused as existing.
+func TestApplyPending_RestoreAgain(t *testing.T) {
+	a := newAppliance(t)
+	var buf bytes.Buffer
+	if _, err := Write(context.Background(), &buf, a.opts()); err != nil {
+		t.Fatal(err)
+	}
+	fresh := filepath.Join(t.TempDir(), "data")
+	for round := 1; round <= 2; round++ {
+		if _, err := StagePending(context.Background(), bytes.NewReader(buf.Bytes()), RestoreOptions{DataDir: fresh}); err != nil {
+			t.Fatalf("round %d: stage: %v", round, err)
+		}
+		ok, res, err := ApplyPending(context.Background(), RestoreOptions{DataDir: fresh})
+		if err != nil || !ok || len(res.ProjectFiles) == 0 {
+			t.Fatalf("round %d: apply: %v %+v %v", round, ok, res, err)
+		}
+	}
+	db, err := store.Open(filepath.Join(fresh, store.FileName), store.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if u, err := db.User("eng"); err != nil || u.Name != "eng" {
+		t.Fatalf("restored user after the second restore: %v", err)
+	}
+	aside, _ := filepath.Glob(filepath.Join(fresh, "restored-project.before-restore-*"))
+	if len(aside) != 1 {
+		t.Errorf("the first restore's project set aside: %v, want one copy", aside)
+	}
+}

@@ -114,19 +114,41 @@ func ApplyPending(ctx context.Context, opts RestoreOptions) (bool, RestoreResult
 		f.Close()
 		os.Remove(pending)
 	}()
+	// What a restore writes into is set aside first (and put back when it
+	// fails): the store, and the project, files and trusted certificates an
+	// earlier restore (or the running appliance) left, so an appliance can
+	// be restored again.
+	projectDir := opts.ProjectDir
+	if projectDir == "" {
+		projectDir = filepath.Join(opts.DataDir, "restored-project")
+	}
 	db := filepath.Join(opts.DataDir, store.FileName)
-	aside := fmt.Sprintf("%s.before-restore-%s", db, time.Now().UTC().Format("20060102T150405Z"))
-	moved := false
-	if _, err := os.Stat(db); err == nil {
-		if err := os.Rename(db, aside); err != nil {
-			return false, RestoreResult{}, fmt.Errorf("backup: %w", err)
+	suffix := ".before-restore-" + time.Now().UTC().Format("20060102T150405Z")
+	aside := db + suffix
+	var moved [][2]string // {original, aside}
+	putBack := func() error {
+		var errs []error
+		for i := len(moved) - 1; i >= 0; i-- {
+			os.RemoveAll(moved[i][0]) // what the failed restore may have left
+			if err := os.Rename(moved[i][1], moved[i][0]); err != nil {
+				errs = append(errs, fmt.Errorf("putting %s back: %w", moved[i][0], err))
+			}
 		}
-		moved = true
+		return errors.Join(errs...)
+	}
+	for _, p := range []string{db, projectDir, filepath.Join(opts.DataDir, "files"), filepath.Join(opts.DataDir, "pki", "trusted")} {
+		if _, err := os.Lstat(p); err != nil {
+			continue
+		}
+		if err := os.Rename(p, p+suffix); err != nil {
+			return false, RestoreResult{}, errors.Join(fmt.Errorf("backup: %w", err), putBack())
+		}
+		moved = append(moved, [2]string{p, p + suffix})
 	}
 	res, err := Restore(ctx, f, opts)
-	if err != nil && moved {
-		if rerr := os.Rename(aside, db); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("putting the previous store back: %w", rerr))
+	if err != nil {
+		if rerr := putBack(); rerr != nil {
+			err = errors.Join(err, rerr)
 		}
 	}
 	if err == nil {
