@@ -18,7 +18,7 @@ import (
 // Publish modes of a PublishRule.
 const (
 	ModeChange   = "change"   // every change beyond the deadband
-	ModeInterval = "interval" // the latest value every Interval
+	ModeInterval = "interval" // at most one value per Interval: the latest that came in since the last one (nothing when none did)
 	ModeOff      = "off"      // nothing
 )
 
