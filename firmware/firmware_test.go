@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"qubiq.dev/edge/firmware/qfw"
 	"runtime"
 	"strings"
 	"syscall"
@@ -267,7 +268,7 @@ func TestFlash_RefusalsWriteNothing(t *testing.T) {
 		return body
 	})
 	manifestEdited := tamper(t, good, func(h *tar.Header, body []byte) []byte {
-		if h.Name == entryManifest {
+		if h.Name == "manifest.json" {
 			return bytes.Replace(body, []byte(`"1.1.0"`), []byte(`"1.9.0"`), 1)
 		}
 		return body
@@ -435,7 +436,7 @@ func TestManifest_RefusesPathsOutsideTheSlot(t *testing.T) {
 	} {
 		m := Manifest{Format: Format, Product: Product, Version: "1.0.0", Arch: "amd64", Files: files}
 		raw, _ := json.Marshal(m)
-		if _, err := parseManifest(raw); err == nil {
+		if _, err := qfw.ParseManifest(raw); err == nil {
 			t.Errorf("accepted %+v", files)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"qubiq.dev/edge/firmware/qfw"
 	"runtime"
 	"time"
 
@@ -29,10 +30,6 @@ const (
 	PendingFile = "pending.qfw"
 	PendingMeta = "pending.json"
 )
-
-// ErrUpgradePath is wrapped when the running version is below the bundle's
-// min_from_version.
-var ErrUpgradePath = errors.New("cannot be flashed over the running version")
 
 // crashAt is a test hook: the power-cut tests kill the process at named
 // points of a flash. It does nothing otherwise.
@@ -113,12 +110,12 @@ func flash(ctx context.Context, r io.Reader, opts *FlashOptions) (Result, error)
 	}
 	stage := filepath.Join(opts.Layout.DataDir, StageDir)
 	in := &intake{ctx: ctx, r: r, max: opts.MaxSize, progress: opts.Progress, sum: sha256.New()}
-	br, err := openReader(in, opts.Keys)
+	br, err := qfw.OpenReader(in, opts.Keys)
 	if err != nil {
 		return Result{}, err
 	}
-	res := Result{Version: br.m.Version, Arch: br.m.Arch, Key: br.key, Slot: slots.Other(st.Active), Forced: opts.Force}
-	if err := admit(br.m, st, opts, &res); err != nil {
+	res := Result{Version: br.Manifest().Version, Arch: br.Manifest().Arch, Key: br.Key(), Slot: slots.Other(st.Active), Forced: opts.Force}
+	if err := admit(br.Manifest(), st, opts, &res); err != nil {
 		return res, err
 	}
 	// Signed, for this appliance: from here on the bytes are spooled.
@@ -142,11 +139,11 @@ func flash(ctx context.Context, r io.Reader, opts *FlashOptions) (Result, error)
 		return res, err
 	}
 	crashAt("flash-spooling")
-	if err := br.each(func(*File, io.Reader) error { return nil }); err != nil {
+	if err := br.Each(func(*File, io.Reader) error { return nil }); err != nil {
 		return res, err
 	}
-	if _, err := io.Copy(io.Discard, br.gz); err != nil {
-		return res, fmt.Errorf("%w: %v", ErrFormat, err)
+	if err := br.Drain(); err != nil {
+		return res, err
 	}
 	if err := in.finish(); err != nil {
 		return res, err
@@ -206,7 +203,7 @@ func admit(m *Manifest, st slots.State, opts *FlashOptions, res *Result) error {
 	if opts.RunningVersion == "" {
 		return nil
 	}
-	if _, err := parseVersion(opts.RunningVersion); err != nil {
+	if qfw.ValidVersion(opts.RunningVersion) != nil {
 		return nil // a development build: nothing to compare with
 	}
 	if c, _ := CompareVersions(m.Version, opts.RunningVersion); c < 0 && !opts.Force {
@@ -329,12 +326,12 @@ func install(ctx context.Context, path string, opts *FlashOptions) (Result, erro
 	if err != nil {
 		return Result{}, err
 	}
-	open := func() (*os.File, *reader, error) {
+	open := func() (*os.File, *qfw.Reader, error) {
 		f, err := os.Open(path)
 		if err != nil {
 			return nil, nil, fmt.Errorf("firmware: %w", err)
 		}
-		br, err := openReader(&intake{ctx: ctx, r: f, max: opts.MaxSize, sum: sha256.New(), spool: io.Discard}, opts.Keys)
+		br, err := qfw.OpenReader(&intake{ctx: ctx, r: f, max: opts.MaxSize, sum: sha256.New(), spool: io.Discard}, opts.Keys)
 		if err != nil {
 			f.Close()
 			return nil, nil, err
@@ -345,16 +342,16 @@ func install(ctx context.Context, path string, opts *FlashOptions) (Result, erro
 	if err != nil {
 		return Result{}, err
 	}
-	res := Result{Version: br.m.Version, Arch: br.m.Arch, Key: br.key, Slot: slots.Other(st.Active), Forced: opts.Force}
-	err = admit(br.m, st, opts, &res)
+	res := Result{Version: br.Manifest().Version, Arch: br.Manifest().Arch, Key: br.Key(), Slot: slots.Other(st.Active), Forced: opts.Force}
+	err = admit(br.Manifest(), st, opts, &res)
 	if err == nil {
-		err = br.each(func(*File, io.Reader) error { return nil })
+		err = br.Each(func(*File, io.Reader) error { return nil })
 	}
 	f.Close()
 	if err != nil {
 		return res, err
 	}
-	if res.SHA256, err = hashFile(path); err != nil {
+	if res.SHA256, err = qfw.HashFile(path); err != nil {
 		return res, err
 	}
 	if fi, err := os.Stat(path); err == nil {
@@ -380,9 +377,9 @@ func install(ctx context.Context, path string, opts *FlashOptions) (Result, erro
 	defer f.Close()
 	var dirs []string
 	count := 0
-	err = br.each(func(e *File, r io.Reader) error {
+	err = br.Each(func(e *File, r io.Reader) error {
 		count++
-		if count == len(br.m.Files)/2 {
+		if count == len(br.Manifest().Files)/2 {
 			crashAt("install-unpacking")
 		}
 		return unpack(staging, e, r, &dirs)
@@ -391,11 +388,11 @@ func install(ctx context.Context, path string, opts *FlashOptions) (Result, erro
 		os.RemoveAll(staging)
 		return res, err
 	}
-	raw, sig := br.manifestBytes()
+	raw, sig := br.ManifestBytes()
 	if err := writeSynced(filepath.Join(staging, slots.ManifestFile), raw, 0o644); err != nil {
 		return res, err
 	}
-	if err := writeSynced(filepath.Join(staging, entrySig), sig, 0o644); err != nil {
+	if err := writeSynced(filepath.Join(staging, qfw.EntrySig), sig, 0o644); err != nil {
 		return res, err
 	}
 	// Modes as the manifest says, whatever the umask (the unit's is 0077,
@@ -431,7 +428,7 @@ func install(ctx context.Context, path string, opts *FlashOptions) (Result, erro
 	if err := os.RemoveAll(old); err != nil {
 		return res, fmt.Errorf("firmware: %w", err)
 	}
-	info := slots.SlotInfo{Version: br.m.Version, Arch: br.m.Arch, SchemaVersion: br.m.SchemaVersion, Bundle: res.SHA256}
+	info := slots.SlotInfo{Version: br.Manifest().Version, Arch: br.Manifest().Arch, SchemaVersion: br.Manifest().SchemaVersion, Bundle: res.SHA256}
 	if err := slots.BeginTrial(l, res.Slot, info, opts.BootLimit); err != nil {
 		return res, err
 	}
@@ -523,7 +520,7 @@ func VerifySlot(l slots.Layout, slot string) error {
 	if err != nil {
 		return fmt.Errorf("firmware: slot %s: %w", slot, err)
 	}
-	m, err := parseManifest(raw)
+	m, err := qfw.ParseManifest(raw)
 	if err != nil {
 		return fmt.Errorf("firmware: slot %s: %w", slot, err)
 	}
@@ -543,7 +540,7 @@ func VerifySlot(l slots.Layout, slot string) error {
 				errs = append(errs, fmt.Errorf("%s: link %q, want %q", f.Path, t, f.Link))
 			}
 		default:
-			sum, err := hashFile(p)
+			sum, err := qfw.HashFile(p)
 			if err != nil || sum != f.SHA256 || fi.Size() != f.Size || uint32(fi.Mode().Perm()) != f.Mode {
 				errs = append(errs, fmt.Errorf("%s: %w", f.Path, ErrHash))
 			}

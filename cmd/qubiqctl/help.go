@@ -29,7 +29,7 @@ var commandOrder = []string{
 	"packages list", "packages install", "packages upload", "packages remove", "packages check",
 	"apikeys create", "apikeys list", "apikeys revoke",
 	"users add", "users passwd", "users disable", "users list",
-	"mqtt keygen", "mqtt sign",
+	"mqtt keygen", "mqtt sign", "firmware keygen", "firmware sign",
 	"audit", "provision", "flash", "backup", "restore", "log-level", "completion", "help",
 }
 

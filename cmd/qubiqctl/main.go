@@ -134,6 +134,8 @@ type opts struct {
 	output                               string // backup -o
 	// mqtt keygen / sign
 	mqttKey, mqttKeyID, mqttTopic, mqttBody, mqttID, mqttTS, mqttOut string
+	// firmware keygen / sign
+	fwKey, fwOut string
 }
 
 // run is qubiqctl: it parses args, calls the subcommand, prints its answer

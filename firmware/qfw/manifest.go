@@ -1,4 +1,4 @@
-package firmware
+package qfw
 
 import (
 	"encoding/json"
@@ -9,6 +9,10 @@ import (
 	"strings"
 	"time"
 )
+
+// ErrUpgradePath is wrapped when the running version is below the bundle's
+// min_from_version.
+var ErrUpgradePath = errors.New("cannot be flashed over the running version")
 
 // Format is the manifest format this build reads and writes.
 const Format = 1
@@ -71,11 +75,11 @@ func (m *Manifest) TotalSize() int64 {
 	return n
 }
 
-// parseManifest decodes and checks a manifest: format, product, version,
+// ParseManifest decodes and checks a manifest: format, product, version,
 // arch, and every entry's path (clean, relative, unique, under MaxPathLen),
 // link target (relative, inside the slot), mode and hash shape. Unknown
 // fields are refused.
-func parseManifest(b []byte) (*Manifest, error) {
+func ParseManifest(b []byte) (*Manifest, error) {
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	dec.DisallowUnknownFields()
 	var m Manifest
@@ -248,4 +252,11 @@ func sign(n int) int {
 		return 1
 	}
 	return 0
+}
+
+// ValidVersion reports whether s is a release version bundles compare
+// with (CompareVersions); a development build's version is not.
+func ValidVersion(s string) error {
+	_, err := parseVersion(s)
+	return err
 }

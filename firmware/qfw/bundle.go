@@ -1,4 +1,4 @@
-package firmware
+package qfw
 
 import (
 	"archive/tar"
@@ -49,9 +49,12 @@ func Kind(err error) string {
 	return ""
 }
 
+// EntrySig is the bundle entry holding the manifest's signature (the
+// manifest itself is manifest.json, the first entry).
+const EntrySig = "manifest.sig"
+
 const (
 	entryManifest = "manifest.json"
-	entrySig      = "manifest.sig"
 	slotPrefix    = "slot/"
 	sigContext    = "qubiq-fw-v1\n"
 )
@@ -83,8 +86,8 @@ func checkSignature(raw, sigFile []byte, keys TrustedKeys) (string, error) {
 	return f[1], nil
 }
 
-// reader reads a bundle entry by entry.
-type reader struct {
+// Reader reads a bundle entry by entry (OpenReader, then Each and Drain).
+type Reader struct {
 	gz    *gzip.Reader
 	tr    *tar.Reader
 	m     *Manifest
@@ -94,19 +97,19 @@ type reader struct {
 	byPth map[string]*File
 }
 
-// openReader reads the manifest and its signature from r. With keys it
+// OpenReader reads the manifest and its signature from r. With keys it
 // verifies the signature before parsing anything else (nil keys: no check,
 // for Resign).
-func openReader(r io.Reader, keys TrustedKeys) (*reader, error) {
+func OpenReader(r io.Reader, keys TrustedKeys) (*Reader, error) {
 	gz, err := gzip.NewReader(r)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrFormat, err)
 	}
-	br := &reader{gz: gz, tr: tar.NewReader(gz)}
+	br := &Reader{gz: gz, tr: tar.NewReader(gz)}
 	if br.raw, err = br.small(entryManifest, MaxManifestSize); err != nil {
 		return nil, err
 	}
-	if br.sig, err = br.small(entrySig, 4096); err != nil {
+	if br.sig, err = br.small(EntrySig, 4096); err != nil {
 		return nil, err
 	}
 	if keys != nil {
@@ -114,7 +117,7 @@ func openReader(r io.Reader, keys TrustedKeys) (*reader, error) {
 			return nil, err
 		}
 	}
-	if br.m, err = parseManifest(br.raw); err != nil {
+	if br.m, err = ParseManifest(br.raw); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrFormat, err)
 	}
 	br.byPth = make(map[string]*File, len(br.m.Files))
@@ -126,7 +129,7 @@ func openReader(r io.Reader, keys TrustedKeys) (*reader, error) {
 
 // small reads the next entry, which must be the regular file name of at
 // most limit bytes.
-func (br *reader) small(name string, limit int64) ([]byte, error) {
+func (br *Reader) small(name string, limit int64) ([]byte, error) {
 	h, err := br.tr.Next()
 	if err != nil {
 		return nil, fmt.Errorf("%w: reading %s: %w", ErrFormat, name, err)
@@ -140,14 +143,14 @@ func (br *reader) small(name string, limit int64) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(br.tr, limit))
 }
 
-// each calls fn for every slot entry, in bundle order, checking it against
+// Each calls fn for every slot entry, in bundle order, checking it against
 // the manifest: a name under slot/ listed in the manifest, once, of the
 // listed kind, size and link target. fn reads regular files' content from
 // r; whatever it leaves is read here, and the SHA-256 of all of it must
-// match, else each returns ErrHash naming the file (after fn ran: fn must
+// match, else Each returns ErrHash naming the file (after fn ran: fn must
 // write only to places it discards on error). At the end every manifest
 // entry must have been seen.
-func (br *reader) each(fn func(f *File, r io.Reader) error) error {
+func (br *Reader) Each(fn func(f *File, r io.Reader) error) error {
 	seen := make(map[string]bool, len(br.m.Files))
 	for {
 		h, err := br.tr.Next()
@@ -264,7 +267,7 @@ func SlotManifest(opts BuildOptions) (*Manifest, []byte, error) {
 		}
 		rel, _ := filepath.Rel(root, p)
 		rel = filepath.ToSlash(rel)
-		if rel == "." || rel == entryManifest || rel == entrySig {
+		if rel == "." || rel == entryManifest || rel == EntrySig {
 			return nil
 		}
 		fi, err := d.Info()
@@ -281,7 +284,7 @@ func SlotManifest(opts BuildOptions) (*Manifest, []byte, error) {
 			}
 			m.Files = append(m.Files, File{Path: rel, Link: t})
 		case fi.Mode().IsRegular():
-			sum, err := hashFile(p)
+			sum, err := HashFile(p)
 			if err != nil {
 				return err
 			}
@@ -298,13 +301,14 @@ func SlotManifest(opts BuildOptions) (*Manifest, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if _, err := parseManifest(raw); err != nil {
+	if _, err := ParseManifest(raw); err != nil {
 		return nil, nil, fmt.Errorf("firmware: manifest of %s: %w", root, err)
 	}
 	return m, raw, nil
 }
 
-func hashFile(p string) (string, error) {
+// HashFile returns the hex SHA-256 of the file at p, as a manifest holds it.
+func HashFile(p string) (string, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return "", err
@@ -321,7 +325,7 @@ func writeHead(tw *tar.Writer, raw, sig []byte, t time.Time) error {
 	for _, e := range []struct {
 		name string
 		b    []byte
-	}{{entryManifest, raw}, {entrySig, sig}} {
+	}{{entryManifest, raw}, {EntrySig, sig}} {
 		if err := tw.WriteHeader(&tar.Header{Name: e.name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(e.b)), ModTime: t, Format: tar.FormatPAX}); err != nil {
 			return err
 		}
@@ -356,7 +360,7 @@ func writeEntry(tw *tar.Writer, f File, src string, t time.Time) error {
 // The old signature is not checked, every file's hash is. It returns the
 // manifest.
 func Resign(r io.Reader, w io.Writer, key *SigningKey) (*Manifest, error) {
-	br, err := openReader(r, nil)
+	br, err := OpenReader(r, nil)
 	if err != nil {
 		return nil, fmt.Errorf("firmware: sign: %w", err)
 	}
@@ -366,7 +370,7 @@ func Resign(r io.Reader, w io.Writer, key *SigningKey) (*Manifest, error) {
 	if err := writeHead(tw, br.raw, signManifest(br.raw, key), t); err != nil {
 		return nil, err
 	}
-	err = br.each(func(f *File, rd io.Reader) error { return writeEntryFrom(tw, *f, rd, t) })
+	err = br.Each(func(f *File, rd io.Reader) error { return writeEntryFrom(tw, *f, rd, t) })
 	if err != nil {
 		return nil, fmt.Errorf("firmware: sign: %w", err)
 	}
@@ -400,7 +404,7 @@ func writeEntryFrom(tw *tar.Writer, f File, r io.Reader, t time.Time) error {
 // Inspect reads the manifest of a bundle and checks its signature against
 // keys (nil: signature not checked), without reading the files.
 func Inspect(r io.Reader, keys TrustedKeys) (*Manifest, string, error) {
-	br, err := openReader(r, keys)
+	br, err := OpenReader(r, keys)
 	if err != nil {
 		return nil, "", err
 	}
@@ -410,16 +414,32 @@ func Inspect(r io.Reader, keys TrustedKeys) (*Manifest, string, error) {
 // Verify checks a whole bundle: the signature against keys, then every
 // file's hash. It writes nothing.
 func Verify(r io.Reader, keys TrustedKeys) (*Manifest, error) {
-	br, err := openReader(r, keys)
+	br, err := OpenReader(r, keys)
 	if err != nil {
 		return nil, err
 	}
-	if err := br.each(func(*File, io.Reader) error { return nil }); err != nil {
+	if err := br.Each(func(*File, io.Reader) error { return nil }); err != nil {
 		return nil, err
 	}
 	return br.m, nil
 }
 
-// manifestBytes is the stored manifest with its signature, as installed in
+// ManifestBytes is the stored manifest with its signature, as installed in
 // the slot for `qubiqctl status` and slots.ReadSlotInfo.
-func (br *reader) manifestBytes() ([]byte, []byte) { return bytes.Clone(br.raw), bytes.Clone(br.sig) }
+func (br *Reader) ManifestBytes() ([]byte, []byte) { return bytes.Clone(br.raw), bytes.Clone(br.sig) }
+
+// Manifest is the bundle's manifest, as verified by OpenReader.
+func (br *Reader) Manifest() *Manifest { return br.m }
+
+// Key is the name of the trusted key that signed the bundle ("" when
+// OpenReader was given no keys).
+func (br *Reader) Key() string { return br.key }
+
+// Drain reads the rest of the compressed stream (after Each), so the
+// gzip trailer's checksum is checked; a damaged stream wraps ErrFormat.
+func (br *Reader) Drain() error {
+	if _, err := io.Copy(io.Discard, br.gz); err != nil {
+		return fmt.Errorf("%w: %v", ErrFormat, err)
+	}
+	return nil
+}

@@ -1,4 +1,4 @@
-package firmware
+package qfw
 
 import (
 	"bytes"
