@@ -221,6 +221,11 @@ func TestBackup_SignedPassphraseAndTampering(t *testing.T) {
 	if _, err := Restore(context.Background(), bytes.NewReader(b), RestoreOptions{DataDir: fresh(), TrustedKeys: trusted, Passphrase: []byte("wrong")}); !errors.Is(err, ErrPassword) {
 		t.Fatalf("wrong passphrase: %v", err)
 	}
+	// Staging on a running appliance says the passphrase is wrong once.
+	if _, err := StagePending(context.Background(), bytes.NewReader(b), RestoreOptions{DataDir: fresh(), TrustedKeys: trusted, Passphrase: []byte("wrong")}); !errors.Is(err, ErrPassword) ||
+		strings.Count(err.Error(), ErrPassword.Error()) != 1 {
+		t.Fatalf("staged with the wrong passphrase: %v, want ErrPassword said once", err)
+	}
 	_, otherPub, _ := firmware.Keygen("other", nil)
 	other, _ := firmware.ParseTrustedKeys(otherPub)
 	if _, err := Restore(context.Background(), bytes.NewReader(b), RestoreOptions{DataDir: fresh(), TrustedKeys: other, Passphrase: opts.Passphrase}); !errors.Is(err, ErrSignature) {

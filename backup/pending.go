@@ -57,6 +57,9 @@ func Verify(ctx context.Context, r io.Reader, opts RestoreOptions) (*Manifest, e
 			return m, fmt.Errorf("%w: the backup's secrets are sealed; give the passphrase", ErrPassword)
 		}
 		if _, err := openKey(sealed.Bytes(), opts.Passphrase); err != nil {
+			if errors.Is(err, ErrPassword) {
+				return m, err // it says so itself
+			}
 			return m, fmt.Errorf("%w: %v", ErrPassword, err)
 		}
 	}
