@@ -139,7 +139,7 @@ func (db *DB) DropLatestScript(module string) (Script, error) {
 		}
 		pk, pv := c.Prev()
 		if pk == nil {
-			return fmt.Errorf("script %q: %w", module, ErrOnlyVersion)
+			return ErrOnlyVersion // scriptErr names the module
 		}
 		if s, err = decodeScript(module, pk, pv); err != nil {
 			return err

@@ -3,6 +3,7 @@ package store_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"qubiq.dev/edge/store"
@@ -107,8 +108,8 @@ func TestDB_Scripts_SaveAtAndDropLatest(t *testing.T) {
 	if s, err := db.DropLatestScript("m"); err != nil || s.Version != 1 {
 		t.Fatalf("second rollback = %+v, %v", s, err)
 	}
-	if _, err := db.DropLatestScript("m"); !errors.Is(err, store.ErrOnlyVersion) {
-		t.Fatalf("rollback of the only version: %v", err)
+	if _, err := db.DropLatestScript("m"); !errors.Is(err, store.ErrOnlyVersion) || strings.Count(err.Error(), `script "m"`) != 1 {
+		t.Fatalf("rollback of the only version: %v (want ErrOnlyVersion naming the module once)", err)
 	}
 	if _, err := db.DropLatestScript("nope"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("unknown module: %v", err)
