@@ -156,10 +156,15 @@ func ensureNodeModules(t *testing.T, dir string) string {
 	return abs
 }
 
-// consoleArtifacts is build/test-artifacts/console at the repository root.
-func consoleArtifacts(t *testing.T) string {
+// consoleArtifacts is build/test-artifacts/console at the repository root,
+// emptied (freshArtifacts).
+func consoleArtifacts(t *testing.T) string { return freshArtifacts(t, "console") }
+
+// freshArtifacts empties and returns build/test-artifacts/NAME at the
+// repository root, where the browser tests put their screenshots.
+func freshArtifacts(t *testing.T, name string) string {
 	t.Helper()
-	dir, err := filepath.Abs(filepath.Join("..", "build", "test-artifacts", "console"))
+	dir, err := filepath.Abs(filepath.Join("..", "build", "test-artifacts", name))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -121,43 +121,13 @@ func ensureChromium(t *testing.T) string {
 
 // ensurePlaywright installs playwright-core (pinned in
 // liveview/package-lock.json) into liveview/node_modules and returns the
-// directory. No browser download: the test uses Debian's chromium.
-func ensurePlaywright(t *testing.T) string {
-	t.Helper()
-	dir, err := filepath.Abs("liveview")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Fatalf("node is not installed (make deps-system installs nodejs and npm): %v", err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "playwright-core", "package.json")); err == nil {
-		return dir
-	}
-	cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund", "--loglevel=error")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
-	}
-	return dir
-}
+// directory (ensureNodeModules). No browser download: the test uses
+// Debian's chromium.
+func ensurePlaywright(t *testing.T) string { return ensureNodeModules(t, "liveview") }
 
-// artifactsDir is build/test-artifacts/liveview at the repository root.
-func artifactsDir(t *testing.T) string {
-	t.Helper()
-	dir, err := filepath.Abs(filepath.Join("..", "build", "test-artifacts", "liveview"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.RemoveAll(dir); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
+// artifactsDir is build/test-artifacts/liveview at the repository root,
+// emptied (freshArtifacts).
+func artifactsDir(t *testing.T) string { return freshArtifacts(t, "liveview") }
 
 // liveviewProjectFor is liveviewProject with plc2 on 127.0.0.1:plc2Port.
 func liveviewProjectFor(plc2Port int) string {
