@@ -148,13 +148,16 @@ func (in *instance) fail(nr *nodeRun, m *Msg, fe *gateway.FlowError, outs []out)
 	if fe.Time.IsZero() {
 		fe.Time = time.Now().UTC()
 	}
+	// The last error is set before the counters move, and status reads
+	// the counters before the last error, so a status that counts an
+	// error always has one to show.
+	nr.mu.Lock()
+	nr.lastErr = fe
+	nr.mu.Unlock()
 	nr.errs.Add(1)
 	if fe.Kind == KindTimeout {
 		nr.timeouts.Add(1)
 	}
-	nr.mu.Lock()
-	nr.lastErr = fe
-	nr.mu.Unlock()
 	in.fs.noteError(fe)
 	if ok, held := nr.errLog.allow(10 * time.Second); ok {
 		in.e.log.Warn("flow node failed", slog.String("flow", in.def.Name), slog.String("node", fe.Node),

@@ -174,6 +174,11 @@ func (fs *flowState) noteError(fe *gateway.FlowError) {
 
 // status is the flow's gateway.FlowStatus.
 func (fs *flowState) status() gateway.FlowStatus {
+	// Counters first, then the last error: noteError sets the error
+	// before it counts it, so a counted error is always shown.
+	c := &fs.ctr
+	ctr := gateway.FlowCounters{In: c.in.Load(), Processed: c.processed.Load(), Out: c.out.Load(),
+		Filtered: c.filtered.Load(), Errors: c.errors.Load(), Dropped: c.dropped.Load(), Timeouts: c.timeouts.Load()}
 	fs.mu.Lock()
 	in, d, version, why, lastErr := fs.cur, fs.def, fs.version, fs.stoppedWhy, fs.lastErr
 	fs.mu.Unlock()
@@ -183,13 +188,12 @@ func (fs *flowState) status() gateway.FlowStatus {
 	if d != nil {
 		st.Description, st.Trigger = d.Description, d.Trigger.String()
 	}
-	src := uint64(0)
 	if in != nil {
-		src = in.sourceDropped()
+		src := in.sourceDropped()
+		ctr.In += src
+		ctr.Dropped += src
 	}
-	c := &fs.ctr
-	st.Counters = gateway.FlowCounters{In: c.in.Load() + src, Processed: c.processed.Load(), Out: c.out.Load(),
-		Filtered: c.filtered.Load(), Errors: c.errors.Load(), Dropped: c.dropped.Load() + src, Timeouts: c.timeouts.Load()}
+	st.Counters = ctr
 	switch {
 	case in == nil:
 		st.State, st.Reason = gateway.FlowStopped, why
@@ -217,11 +221,12 @@ func (fs *flowState) status() gateway.FlowStatus {
 }
 
 func (nr *nodeRun) status() gateway.NodeStatus {
+	runs, errs, timeouts := nr.runs.Load(), nr.errs.Load(), nr.timeouts.Load() // before the last error, as in flowState.status
 	nr.mu.Lock()
 	failed, lastErr := nr.failed, nr.lastErr
 	nr.mu.Unlock()
-	ns := gateway.NodeStatus{ID: nr.def.ID, Type: nr.def.Type, State: "ok", Runs: nr.runs.Load(),
-		Errors: nr.errs.Load(), Timeouts: nr.timeouts.Load(), LastError: lastErr}
+	ns := gateway.NodeStatus{ID: nr.def.ID, Type: nr.def.Type, State: "ok", Runs: runs,
+		Errors: errs, Timeouts: timeouts, LastError: lastErr}
 	if failed {
 		ns.State = gateway.FlowFailed
 	}
