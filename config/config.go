@@ -133,9 +133,12 @@ type Security struct {
 	BaselineWriteLevel string `yaml:"baseline_write_level"`
 }
 
-// Store configures the bbolt file. OpenTimeout bounds the wait for its lock.
+// Store configures the bbolt file. OpenTimeout bounds the wait for its lock;
+// LastValuesEvery is how often the tags' last values are persisted
+// (docs/config.md, store).
 type Store struct {
-	OpenTimeout Duration `yaml:"open_timeout"`
+	OpenTimeout     Duration `yaml:"open_timeout"`
+	LastValuesEvery Duration `yaml:"last_values_every"`
 }
 
 // History holds the retention policy.
@@ -188,6 +191,7 @@ const (
 	DefaultPythonPath        = "/usr/lib/qubiq/current/python/bin/python3"
 	DefaultReplicas          = 2
 	DefaultOpenTimeout       = 5 * time.Second
+	DefaultLastValuesEvery   = 10 * time.Second
 )
 
 // LoadDaemon reads and validates the daemon configuration at path. The
@@ -248,6 +252,12 @@ func LoadDaemon(path string) (*Daemon, error) {
 	}
 	if d.Store.OpenTimeout == 0 {
 		d.Store.OpenTimeout = Duration(DefaultOpenTimeout)
+	}
+	if d.Store.LastValuesEvery == 0 {
+		d.Store.LastValuesEvery = Duration(DefaultLastValuesEvery)
+	}
+	if lv := d.Store.LastValuesEvery.D(); lv < time.Second || lv > time.Hour {
+		errs = append(errs, fmt.Errorf("%s: store.last_values_every %s: want 1s to 1h", abs, lv))
 	}
 	if d.Security.BaselineWriteLevel == "" {
 		d.Security.BaselineWriteLevel = "operate"

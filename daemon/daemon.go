@@ -138,6 +138,7 @@ func (s *System) buildService(context.Context) error {
 		DataDir:         s.cfg.DataDir,
 		ProjectFile:     s.cfg.Project,
 		Baseline:        base,
+		LastValuesEvery: s.cfg.Store.LastValuesEvery.D(),
 		HistoryMaxAge:   ret.MaxAge.D(),
 		HistoryMaxBytes: int64(ret.MaxBytes),
 		Sandbox:         sandboxConfig(s.cfg),

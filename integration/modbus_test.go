@@ -201,8 +201,8 @@ func TestSkeleton_OutageAndRestart(t *testing.T) {
 
 	// Restart qubiqd with the device down: last values are served as
 	// Uncertain_LastUsableValue.
-	time.Sleep(1500 * time.Millisecond) // let the last values persist (1 s period)
-	d.stop()
+	d.stop() // SIGTERM: the engine's Stop persists the last values
+
 	mb.Stop()
 	d.start()
 	got := d.read(reader, "Plant/I16", "Plant/F32ABCD")

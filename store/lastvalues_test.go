@@ -144,3 +144,60 @@ func TestDB_SaveLastValues_BadValueNeverStopsTheOthers(t *testing.T) {
 		})
 	}
 }
+
+// The engine's flush writes records with appendVQT; they must be the
+// bytes encodeVQT (encoding/json) writes, so that either reads the other.
+func TestAppendVQT_SameBytesAsEncodeVQT(t *testing.T) {
+	ts := time.Date(2025, 3, 4, 5, 6, 7, 123456789, time.FixedZone("CET", 3600))
+	cases := []value.VQT{
+		{Value: 21.5, Quality: value.Good, Time: ts},
+		{Value: float64(3), Quality: value.Good, Time: ts},
+		{Value: math.NaN(), Quality: value.Uncertain, Time: ts, Reason: "the device sent NaN; kept"},
+		{Value: []any{1.0, math.Inf(1)}, Quality: value.Good, Time: ts},
+		{Value: uint64(7), Quality: value.Good, Time: ts},
+		{Value: []any{uint64(1), uint64(2)}, Quality: value.Good, Time: ts},
+		{Value: int64(-4), Quality: value.Good, Time: ts.Truncate(time.Second)},
+		{Value: "a <b> & \"c\"\n é", Quality: value.Good, Time: ts},
+		{Value: []any{"x", int64(1), nil, true}, Quality: value.Uncertain, Time: ts},
+		{Value: true, Quality: value.UncertainLastUsableValue, Time: ts, Reason: "last value before restart"},
+		{Quality: value.BadNotConnected, Time: ts, Reason: "no <connection> to \"plc\"", StatusCode: 0x808A0000},
+		{Value: int64(1), Quality: value.BadWaitingForInitialData},
+		{Value: 1.5, Quality: value.Quality(250), Time: ts},
+	}
+	for i, vqt := range cases {
+		want, werr := store.EncodeVQTForTest(vqt)
+		got, gerr := store.AppendVQTForTest([]byte("prefix"), vqt)
+		if (werr != nil) != (gerr != nil) {
+			t.Errorf("case %d: error %v, encodeVQT's %v", i, gerr, werr)
+			continue
+		}
+		if werr == nil && string(got) != "prefix"+string(want) {
+			t.Errorf("case %d:\n got %s\nwant prefix%s", i, got, want)
+		}
+	}
+}
+
+func TestDB_PutLastValues_SortedAndUnsorted(t *testing.T) {
+	db := storetest.MustOpen(t)
+	ts := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	if err := db.PutLastValues([]string{"A/b", "A/a"}, []value.VQT{
+		{Value: 2.0, Quality: value.Good, Time: ts}, {Value: 1.0, Quality: value.Good, Time: ts}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.PutLastValues([]string{"", "A/c"}, []value.VQT{
+		{Value: 9.0, Quality: value.Good, Time: ts}, {Value: 3.0, Quality: value.Good, Time: ts}}); err == nil {
+		t.Error("an empty path was accepted")
+	}
+	out, err := db.LoadLastValues()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]float64{"A/a": 1, "A/b": 2, "A/c": 3} {
+		if got := out[p].Value; got != want {
+			t.Errorf("%s = %v, want %v", p, got, want)
+		}
+	}
+	if len(out) != 3 {
+		t.Errorf("stored %d values, want 3", len(out))
+	}
+}

@@ -28,13 +28,14 @@ import (
 )
 
 // LastValueSink persists the last VQT of tags so that a restart can serve
-// them as Uncertain_LastUsableValue (docs/project.md, Quality). A value it
-// cannot store must not stop the others: it stores them and returns an
-// error with a FailedPaths() []string method naming the ones it did not
-// (the engine does not retry those); any other error means nothing was
-// stored, and the engine retries at the next flush.
+// them as Uncertain_LastUsableValue (docs/project.md, Quality). paths[i]'s
+// VQT is vals[i], the paths sorted and unique; the sink keeps neither
+// slice. A value it cannot store must not stop the others: it stores them
+// and returns an error with a FailedPaths() []string method naming the
+// ones it did not (the engine does not retry those); any other error means
+// nothing was stored, and the engine retries at the next flush.
 type LastValueSink interface {
-	SaveLastValues(vals map[string]value.VQT) error
+	PutLastValues(paths []string, vals []value.VQT) error
 }
 
 // AuditEvent is one audit record as the engine sees it: who, from where, the
@@ -80,9 +81,15 @@ type Config struct {
 	LastValues   LastValueSink
 	Audit        AuditSink
 	WriteTimeout time.Duration
-	FlushEvery   time.Duration // last-value persistence period, default 1 s
-	Logger       *slog.Logger
+	// FlushEvery is the last-value persistence period (config
+	// store.last_values_every), DefaultFlushEvery when zero. Stop and a
+	// write of a value the driver holds itself persist at once.
+	FlushEvery time.Duration
+	Logger     *slog.Logger
 }
+
+// DefaultFlushEvery is the default last-value persistence period.
+const DefaultFlushEvery = 10 * time.Second
 
 // Result is one tag's VQT as answered to a read.
 type Result struct {
@@ -151,13 +158,20 @@ type Engine struct {
 	devices map[string]device.Driver
 	tags    map[string]*tagState
 	order   []string
-	groups  []*group
+	sorted  []*tagState // the tags in path order (order)
+	// timed are the tags whose history policy has a MaxInterval, in path
+	// order (forceHistory).
+	timed  []*tagState
+	groups []*group
 
 	mu sync.RWMutex // guards tagState.cur and .dirty
 
-	flushMu  sync.Mutex           // one flush at a time
-	flushBuf map[string]value.VQT // flush's map, reused
-	subs     *subRegistry         // shared with the engine's successor (TakeOver)
+	flushMu sync.Mutex // one flush at a time
+	// flushPaths, flushVals and flushTags are flush's lists, reused.
+	flushPaths []string
+	flushVals  []value.VQT
+	flushTags  []*tagState
+	subs       *subRegistry // shared with the engine's successor (TakeOver)
 
 	// retired is set when a successor took over (TakeOver): a change a
 	// driver still pushes into this engine is not published.
@@ -197,7 +211,7 @@ func New(cfg Config, devices map[string]device.Driver, tags []Tag) (*Engine, err
 		cfg.WriteTimeout = 10 * time.Second
 	}
 	if cfg.FlushEvery <= 0 {
-		cfg.FlushEvery = time.Second
+		cfg.FlushEvery = DefaultFlushEvery
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -253,6 +267,14 @@ func New(cfg Config, devices map[string]device.Driver, tags []Tag) (*Engine, err
 		return nil, errors.Join(errs...)
 	}
 	sort.Strings(e.order)
+	e.sorted = make([]*tagState, len(e.order))
+	for i, p := range e.order {
+		st := e.tags[p]
+		e.sorted[i] = st
+		if h := st.tag.History; h != nil && h.MaxInterval > 0 {
+			e.timed = append(e.timed, st)
+		}
+	}
 	return e, nil
 }
 
@@ -396,17 +418,26 @@ func (e *Engine) Subscribe(buf int) (ch <-chan Change, dropped func() uint64, ca
 	}
 }
 
+// flushLoop ticks every second (or every FlushEvery when that is
+// shorter): it records the max-interval history samples due, proves
+// progress when nothing is polled, and persists the last values every
+// FlushEvery.
 func (e *Engine) flushLoop(ctx context.Context) {
 	defer e.wg.Done()
-	t := time.NewTicker(e.cfg.FlushEvery)
+	tick := min(time.Second, e.cfg.FlushEvery)
+	t := time.NewTicker(tick)
 	defer t.Stop()
+	lastFlush := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
-			if err := e.flush(); err != nil {
-				e.log.Error("persist last values failed", slog.Any("err", err))
+		case now := <-t.C:
+			if now.Sub(lastFlush) >= e.cfg.FlushEvery-tick/2 {
+				lastFlush = now
+				if err := e.flush(); err != nil {
+					e.log.Error("persist last values failed", slog.Any("err", err))
+				}
 			}
 			e.forceHistory()
 			if e.polled == 0 {
@@ -423,29 +454,34 @@ func (e *Engine) flush() error {
 	}
 	e.flushMu.Lock()
 	defer e.flushMu.Unlock()
-	if e.flushBuf == nil {
-		e.flushBuf = map[string]value.VQT{}
-	}
-	vals := e.flushBuf
-	defer clear(vals) // reused by the next flush; SaveLastValues keeps none of it
+	paths, vals, tags := e.flushPaths[:0], e.flushVals[:0], e.flushTags[:0]
 	e.mu.Lock()
-	for p, st := range e.tags {
+	for _, st := range e.sorted {
 		if st.dirty && st.cur.Value != nil {
-			vals[p] = st.cur
+			paths = append(paths, st.tag.Path)
+			vals = append(vals, st.cur)
+			tags = append(tags, st)
 			st.dirty = false
 		}
 	}
 	e.mu.Unlock()
-	if len(vals) == 0 {
+	defer func() {
+		// Reused by the next flush; the sink keeps none of it, and no
+		// value is kept alive between flushes.
+		clear(vals)
+		clear(tags)
+		e.flushPaths, e.flushVals, e.flushTags = paths[:0], vals[:0], tags[:0]
+	}()
+	if len(paths) == 0 {
 		return nil
 	}
-	if err := e.cfg.LastValues.SaveLastValues(vals); err != nil {
+	if err := e.cfg.LastValues.PutLastValues(paths, vals); err != nil {
 		var partial interface{ FailedPaths() []string }
 		if !errors.As(err, &partial) {
 			// Nothing was stored: try again at the next flush.
 			e.mu.Lock()
-			for p := range vals {
-				e.tags[p].dirty = true
+			for _, st := range tags {
+				st.dirty = true
 			}
 			e.mu.Unlock()
 		} // else the others were stored, and the failed ones cannot be: no retry loop
@@ -529,11 +565,10 @@ func (e *Engine) Tags(g auth.Grant) []TagInfo {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	out := make([]TagInfo, 0, len(e.order))
-	for _, p := range e.order {
-		if !g.AllowsPath(p) {
+	for _, st := range e.sorted {
+		if !g.AllowsPath(st.tag.Path) {
 			continue
 		}
-		st := e.tags[p]
 		out = append(out, TagInfo{Tag: st.tag, WriteLevel: st.level, Current: st.cur})
 	}
 	return out

@@ -413,11 +413,11 @@ type memLast struct {
 	vals map[string]value.VQT
 }
 
-func (m *memLast) SaveLastValues(v map[string]value.VQT) error {
+func (m *memLast) PutLastValues(paths []string, v []value.VQT) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for k, x := range v {
-		m.vals[k] = x
+	for i, k := range paths {
+		m.vals[k] = v[i]
 	}
 	return nil
 }

@@ -67,21 +67,20 @@ func (e *Engine) recordable(st *tagState, v value.VQT) bool {
 
 // forceHistory records again, stamped now, the current VQT of every tag
 // whose policy has a MaxInterval and that recorded nothing for that long
-// (HistoryPolicy). It runs with the last-value flush, every FlushEvery.
+// (HistoryPolicy). The flush loop runs it every second.
 func (e *Engine) forceHistory() {
 	now := e.now()
 	var out []Change
 	e.mu.Lock()
-	for _, p := range e.order {
-		st := e.tags[p]
+	for _, st := range e.timed {
 		pol := st.tag.History
-		if pol == nil || pol.MaxInterval <= 0 || !st.hist.has || now.Sub(st.hist.at) < pol.MaxInterval {
+		if !st.hist.has || now.Sub(st.hist.at) < pol.MaxInterval {
 			continue
 		}
 		v := st.cur
 		v.Time = now.UTC()
 		st.hist = histState{last: v, has: true, at: now}
-		out = append(out, Change{Path: p, VQT: v, record: true})
+		out = append(out, Change{Path: st.tag.Path, VQT: v, record: true})
 	}
 	e.mu.Unlock()
 	if len(out) > 0 {

@@ -133,6 +133,7 @@ func (s *Service) newEngine(p *config.Project) (*tagengine.Engine, error) {
 		Baseline:   s.opts.Baseline,
 		LastValues: s.db,
 		Audit:      engineAudit{s},
+		FlushEvery: s.opts.LastValuesEvery,
 		Logger:     s.log.With("subsystem", "tagengine"),
 	}, devs, tags)
 	if err != nil {

@@ -36,6 +36,9 @@ type Options struct {
 	// Baseline is security.baseline_write_level: the write level of tags
 	// that name none.
 	Baseline auth.Level
+	// LastValuesEvery is store.last_values_every: how often the tags'
+	// last values are persisted (tagengine.DefaultFlushEvery when zero).
+	LastValuesEvery time.Duration
 	// HistoryMaxAge and HistoryMaxBytes are history.retention.
 	HistoryMaxAge   time.Duration
 	HistoryMaxBytes int64
