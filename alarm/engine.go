@@ -19,11 +19,14 @@ import (
 // adapts tagengine.Engine; alarm does not import tagengine, which would
 // link the drivers' device package).
 type Source interface {
-	// Subscribe delivers every change of every tag into a channel with
-	// room for buf changes. A change that finds the channel full is lost
-	// and counted by dropped; the channel must never block the tag
-	// engine. cancel ends the subscription.
-	Subscribe(buf int) (ch <-chan Change, dropped func() uint64, cancel func())
+	// Subscribe delivers every change of the tags whose path want
+	// accepts into a channel with room for buf changes (want is called
+	// from the tag engine's scans and changes as the definitions do; the
+	// engine reads the current value of a tag it starts to watch). A
+	// change that finds the channel full is lost and counted by dropped;
+	// the channel must never block the tag engine. cancel ends the
+	// subscription.
+	Subscribe(buf int, want func(path string) bool) (ch <-chan Change, dropped func() uint64, cancel func())
 	// Read returns the current VQT of each path, in order (an unknown
 	// path Bad_NodeIdUnknown).
 	Read(paths []string) []value.VQT
@@ -66,10 +69,14 @@ type Engine struct {
 	log  *slog.Logger
 	now  func() time.Time
 
-	mu      sync.Mutex
-	insts   []*inst
-	byID    map[string]*inst
-	byPath  map[string][]ref
+	mu     sync.Mutex
+	insts  []*inst
+	byID   map[string]*inst
+	byPath map[string][]ref
+	// watched is byPath for the feed's filter (watches), which the tag
+	// engine calls without mu: build replaces the map, never writes it
+	// once stored.
+	watched atomic.Pointer[map[string][]ref]
 	queue   deadlines
 	pending []Transition       // emitted, not committed yet
 	deleted []string           // states to delete at the next commit
@@ -205,6 +212,19 @@ func (e *Engine) build(insts []Instance) {
 			e.byPath[d.SuppressedBy] = append(e.byPath[d.SuppressedBy], ref{in, roleSuppress})
 		}
 	}
+	m := e.byPath
+	e.watched.Store(&m)
+}
+
+// watches reports whether an alarm reads the tag at path: the feed
+// carries only those changes (applyOne ignores the others).
+func (e *Engine) watches(path string) bool {
+	m := e.watched.Load()
+	if m == nil {
+		return false
+	}
+	_, ok := (*m)[path]
+	return ok
 }
 
 // applyOutOfService takes the alarms out of service, or returns them, as
@@ -224,7 +244,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	if e.opts.Source == nil {
 		return errors.New("alarms: no source")
 	}
-	ch, dropped, cancel := e.opts.Source.Subscribe(e.set.FeedBuffer)
+	ch, dropped, cancel := e.opts.Source.Subscribe(e.set.FeedBuffer, e.watches)
 	before := dropped()
 	e.mu.Lock()
 	e.resyncLocked(e.now(), false)

@@ -122,12 +122,14 @@ func TestSetDefinitions_RemovedAlarmLeavesTheJournal(t *testing.T) {
 // overflow count it raises.
 type fakeSource struct {
 	ch      chan Change
+	want    func(string) bool // the engine's filter
 	dropped atomic.Uint64
 	mu      sync.Mutex
 	cur     map[string]value.VQT
 }
 
-func (f *fakeSource) Subscribe(buf int) (<-chan Change, func() uint64, func()) {
+func (f *fakeSource) Subscribe(buf int, want func(string) bool) (<-chan Change, func() uint64, func()) {
+	f.want = want
 	return f.ch, f.dropped.Load, func() {}
 }
 
@@ -198,6 +200,39 @@ func TestFeedOverflow_ResyncFromCurrentValues(t *testing.T) {
 	waitFor(t, "the fresh change", func() bool { a, _ := e.Get(hiID); return a.Value == 96.0 })
 	if a, _ := e.Get(hiID); a.State != ActiveUnacked {
 		t.Errorf("a stale change was applied: %s", a.State)
+	}
+}
+
+// TestFeed_WantsOnlyTheTagsAlarmsRead: the feed's filter accepts the
+// tags an alarm reads (source, setpoint tag, suppressed_by), nothing else,
+// and follows the definitions.
+func TestFeed_WantsOnlyTheTagsAlarmsRead(t *testing.T) {
+	src := &fakeSource{ch: make(chan Change, 16), cur: map[string]value.VQT{}}
+	insts, err := parseDefs(t, "- {name: High, tag: Line1/Tank/Level, mode: above, setpoint: {tag: Line1/Tank/HighSP}, suppressed_by: Line1/Unit/Stopped}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(Options{Source: src}, insts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Stop(context.Background())
+	for p, want := range map[string]bool{"Line1/Tank/Level": true, "Line1/Tank/HighSP": true, "Line1/Unit/Stopped": true, "Line1/Tank/Temp": false} {
+		if got := src.want(p); got != want {
+			t.Errorf("feed wants %s: %v, want %v", p, got, want)
+		}
+	}
+	other, err := parseDefs(t, "- {name: Hot, tag: Line1/Tank/Temp, mode: above, setpoint: 80}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.SetDefinitions(other)
+	if !src.want("Line1/Tank/Temp") || src.want("Line1/Tank/Level") {
+		t.Errorf("after new definitions the feed wants Temp %v, Level %v; want true, false",
+			src.want("Line1/Tank/Temp"), src.want("Line1/Tank/Level"))
 	}
 }
 

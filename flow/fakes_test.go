@@ -31,6 +31,7 @@ type fakeGW struct {
 	prepared map[string]string // ref → code
 	released []string
 	subs     []chan gateway.TagValue
+	wants    []func(string) bool // each sub's filter
 	lost     uint64
 	block    chan struct{} // behaviour "block" waits for it
 	blocked  chan struct{}
@@ -202,10 +203,11 @@ func (f *fakeGW) ListTags(context.Context, auth.Grant) []gateway.TagInfo {
 	return out
 }
 
-func (f *fakeGW) SubscribeValues(_ auth.Grant, buf int) (<-chan gateway.TagValue, func() uint64, func()) {
+func (f *fakeGW) SubscribeValuesFunc(_ auth.Grant, buf int, want func(string) bool) (<-chan gateway.TagValue, func() uint64, func()) {
 	ch := make(chan gateway.TagValue, buf)
 	f.mu.Lock()
 	f.subs = append(f.subs, ch)
+	f.wants = append(f.wants, want)
 	f.mu.Unlock()
 	return ch, func() uint64 { f.mu.Lock(); defer f.mu.Unlock(); return f.lost }, func() {}
 }
@@ -216,7 +218,10 @@ func (f *fakeGW) change(path string, v value.Value, q value.Quality) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	tv := gateway.TagValue{Path: path, VQT: value.VQT{Value: v, Quality: q, Time: time.Now().UTC()}}
-	for _, ch := range f.subs {
+	for i, ch := range f.subs {
+		if w := f.wants[i]; w != nil && !w(path) {
+			continue
+		}
 		select {
 		case ch <- tv:
 		default:

@@ -22,7 +22,9 @@ type Gateway interface {
 	gateway.Nodes
 	WriteTags(ctx context.Context, g auth.Grant, writes []gateway.TagWrite) ([]gateway.WriteResult, error)
 	ListTags(ctx context.Context, g auth.Grant) []gateway.TagInfo
-	SubscribeValues(g auth.Grant, buf int) (ch <-chan gateway.TagValue, dropped func() uint64, cancel func())
+	// SubscribeValuesFunc streams the changes of the tags whose path want
+	// accepts (gateway/service.Service.SubscribeValuesFunc).
+	SubscribeValuesFunc(g auth.Grant, buf int, want func(path string) bool) (ch <-chan gateway.TagValue, dropped func() uint64, cancel func())
 	SendMessage(ctx context.Context, g auth.Grant, handler string, payload json.RawMessage) (gateway.ScriptRun, error)
 	ListScripts(ctx context.Context, g auth.Grant) ([]gateway.ScriptInfo, error)
 	CanAudit() error

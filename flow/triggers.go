@@ -62,10 +62,11 @@ type tagRoute struct {
 }
 
 // startFeed subscribes to the tag engine's changes once for every tag
-// trigger; the feed never blocks the tag engine (its overflow is counted:
-// health shows it).
+// trigger, filtered to the tags some trigger names (routed: the tag
+// engine queues nothing for the others); the feed never blocks the tag
+// engine (its overflow is counted: health shows it).
 func (e *Engine) startFeed() {
-	ch, dropped, cancel := e.gw.SubscribeValues(engineGrant, tagFeed)
+	ch, dropped, cancel := e.gw.SubscribeValuesFunc(engineGrant, tagFeed, e.routed)
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	e.feedStop = func() { cancel(); close(stop) }
@@ -90,6 +91,12 @@ func (e *Engine) startFeed() {
 			}
 		}
 	}()
+}
+
+// routed reports whether a tag trigger names path (the feed's filter,
+// called from the tag engine's scans).
+func (e *Engine) routed(path string) bool {
+	return len((*e.routes.Load())[path]) > 0
 }
 
 func (e *Engine) stopFeed() {

@@ -385,7 +385,25 @@ func (e *Engine) publish(changes []Change) {
 	b := newBatch(changes)
 	e.subs.Lock()
 	for _, s := range e.subs.m {
-		e.offer(s, b)
+		if s.want == nil {
+			e.offer(s, b)
+			continue
+		}
+		// A filtered subscriber gets a batch of its own with the changes
+		// it wants, or none.
+		var fb *batch
+		for i := range b.c {
+			if s.want(b.c[i].Path) {
+				if fb == nil {
+					fb = newBatch(nil)
+				}
+				fb.c = append(fb.c, b.c[i])
+			}
+		}
+		if fb != nil {
+			e.offer(s, fb)
+			fb.release()
+		}
 	}
 	e.subs.Unlock()
 	b.release()
@@ -404,7 +422,19 @@ func (e *Engine) offer(s *subscriber, b *batch) {
 // loses changes; the count is returned by the dropped function (docs/architecture.md:
 // never dropped silently).
 func (e *Engine) Subscribe(buf int) (ch <-chan Change, dropped func() uint64, cancel func()) {
+	return e.SubscribeFunc(buf, nil)
+}
+
+// SubscribeFunc is Subscribe for the changes of the tags whose path want
+// accepts (nil: every tag): the others are never queued for it, so a
+// subscriber that watches a few tags, or none for now, costs the scans
+// nothing for the rest. want is called from the scan loops, with the
+// path of each change, and must not block; what it accepts may change
+// over time (a subscriber that starts to watch a tag reads its current
+// value itself). dropped counts only wanted changes.
+func (e *Engine) SubscribeFunc(buf int, want func(path string) bool) (ch <-chan Change, dropped func() uint64, cancel func()) {
 	s := newSubscriber(buf, "subscriber queue full; changes dropped and counted")
+	s.want = want
 	e.subs.Lock()
 	id := e.subs.next
 	e.subs.next++

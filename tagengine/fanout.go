@@ -59,6 +59,8 @@ type subscriber struct {
 	ch      chan Change
 	dropped atomic.Uint64
 	warn    string // logged at the first drop
+	// want, when set, filters the changes offered (Engine.SubscribeFunc).
+	want func(path string) bool
 
 	mu      sync.Mutex
 	batches []part // waiting, oldest first

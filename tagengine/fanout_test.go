@@ -1,9 +1,14 @@
 package tagengine
 
 import (
+	"context"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"qubiq.dev/edge/device"
+	"qubiq.dev/edge/value"
 )
 
 func changesN(from, n int) []Change {
@@ -99,5 +104,51 @@ func TestSubscriber_MemoryFollowsWhatWaits(t *testing.T) {
 	}
 	if n := batch.refs.Load(); n != 3 {
 		t.Fatalf("batch has %d references, want 3 (the publisher and two queued parts)", n)
+	}
+}
+
+// TestEngine_SubscribeFunc_OnlyWantedChanges: a filtered subscriber gets
+// the changes of the paths it wants, in order, and nothing else; an
+// unfiltered one still gets every change.
+func TestEngine_SubscribeFunc_OnlyWantedChanges(t *testing.T) {
+	drv := &pushDriver{fakeDriver: newFake(), ready: make(chan struct{})}
+	e, err := New(Config{}, map[string]device.Driver{"ua": drv}, []Tag{
+		{Path: "A", Device: "ua", Point: device.Point{Address: "a", Type: value.Float64}},
+		{Path: "B", Device: "ua", Point: device.Point{Address: "b", Type: value.Float64}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wantB atomic.Bool
+	onlyB, _, cancelB := e.SubscribeFunc(16, func(p string) bool { return wantB.Load() && p == "B" })
+	defer cancelB()
+	all, _, cancelAll := e.Subscribe(16)
+	defer cancelAll()
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Stop(context.Background())
+	<-drv.ready
+	now := time.Now()
+	drv.fn(1, value.VQT{Value: 1.0, Quality: value.Good, Time: now}) // not wanted yet
+	wantB.Store(true)
+	drv.fn(0, value.VQT{Value: 2.0, Quality: value.Good, Time: now})
+	drv.fn(1, value.VQT{Value: 3.0, Quality: value.Good, Time: now})
+	drv.fn(0, value.VQT{Value: 4.0, Quality: value.Good, Time: now})
+	drv.fn(1, value.VQT{Value: 5.0, Quality: value.Good, Time: now})
+	for _, w := range []float64{3, 5} {
+		if c := <-onlyB; c.Path != "B" || c.Value != w {
+			t.Fatalf("filtered subscriber got %s=%v, want B=%v", c.Path, c.Value, w)
+		}
+	}
+	select {
+	case c := <-onlyB:
+		t.Fatalf("filtered subscriber got an unwanted change %s=%v", c.Path, c.Value)
+	default:
+	}
+	for _, w := range []float64{1, 2, 3, 4, 5} {
+		if c := <-all; c.Value != w {
+			t.Fatalf("unfiltered subscriber got %s=%v, want %v", c.Path, c.Value, w)
+		}
 	}
 }

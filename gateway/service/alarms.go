@@ -90,8 +90,8 @@ type alarmSource struct{ s *Service }
 // alarmGrant is the grant the alarm engine reads tags with.
 var alarmGrant = auth.Grant{Principal: "alarms", Realm: auth.RealmPlatform, Origin: "alarms", Scopes: []auth.Scope{auth.TagRead}}
 
-func (a alarmSource) Subscribe(buf int) (<-chan alarm.Change, func() uint64, func()) {
-	in, dropped, unsubscribe := a.s.Engine().Subscribe(buf)
+func (a alarmSource) Subscribe(buf int, want func(path string) bool) (<-chan alarm.Change, func() uint64, func()) {
+	in, dropped, unsubscribe := a.s.Engine().SubscribeFunc(buf, want)
 	out := make(chan alarm.Change, 64) // the engine's subscription holds what waits (buf)
 	stop := make(chan struct{})
 	go func() {

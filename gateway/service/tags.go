@@ -113,7 +113,15 @@ func browse(tags []tagengine.TagInfo, path string) []gateway.TagNode {
 // channel needs only a little room (a channel of buf would hold buf
 // changes' memory for the subscription's life).
 func (s *Service) SubscribeValues(g auth.Grant, buf int) (<-chan gateway.TagValue, func() uint64, func()) {
-	in, engineDropped, unsubscribe := s.Engine().Subscribe(buf)
+	return s.SubscribeValuesFunc(g, buf, nil)
+}
+
+// SubscribeValuesFunc is SubscribeValues for the tags whose path want
+// accepts (nil: every tag; tagengine.Engine.SubscribeFunc): the tag engine
+// queues nothing else for it. want is called from the scans and must not
+// block.
+func (s *Service) SubscribeValuesFunc(g auth.Grant, buf int, want func(path string) bool) (<-chan gateway.TagValue, func() uint64, func()) {
+	in, engineDropped, unsubscribe := s.Engine().SubscribeFunc(buf, want)
 	out := make(chan gateway.TagValue, min(buf, 64))
 	stop := make(chan struct{})
 	go func() {
