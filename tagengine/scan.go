@@ -67,8 +67,10 @@ func (e *Engine) apply(g *group, vals []value.VQT, gen uint64) {
 		if st.written > gen {
 			continue
 		}
-		if c, ok := e.update(st, vals[i]); ok {
-			changes = append(changes, c)
+		// The change is written in place (no copy of it on the way).
+		changes = append(changes, Change{})
+		if !e.updateInto(st, &vals[i], &changes[len(changes)-1]) {
+			changes = changes[:len(changes)-1]
 		}
 	}
 	e.mu.Unlock()
@@ -97,13 +99,24 @@ func (e *Engine) applyOne(g *group, i int, v value.VQT) {
 // kept under a bad quality, the deadband applied) and reports the change.
 // The caller holds e.mu.
 func (e *Engine) update(st *tagState, v value.VQT) (Change, bool) {
+	var c Change
+	ok := e.updateInto(st, &v, &c)
+	return c, ok
+}
+
+// updateInto is update writing the change into *out (left alone when
+// there is none); in is not written.
+func (e *Engine) updateInto(st *tagState, in *value.VQT, out *Change) bool {
+	v := *in
 	if v.Time.IsZero() {
 		v.Time = time.Now().UTC()
 	}
 	if v.Quality.IsGood() || v.Quality.IsUncertain() {
 		raw := v.Value
 		v.Value = st.tag.Scale.ToEng(v.Value)
-		v = nonFinite(v, raw, st.tag.PassNonFinite)
+		if value.NonFinite(v.Value) != "" {
+			v = nonFinite(v, raw, st.tag.PassNonFinite)
+		}
 	}
 	if v.Quality.IsGood() && v.Value == nil {
 		// A Good reading with no value (an OPC UA Null variant) would read
@@ -111,7 +124,7 @@ func (e *Engine) update(st *tagState, v value.VQT) (Change, bool) {
 		// other than Good.
 		v.Quality, v.Reason = value.Uncertain, joinReason(v.Reason, "the device sent no value (null)")
 	}
-	old := st.cur
+	old := &st.cur // read only before st.cur is set
 	if st.seeded {
 		if v.Quality.IsBad() {
 			v = value.VQT{Value: old.Value, Quality: value.UncertainLastUsableValue, Time: old.Time,
@@ -130,11 +143,12 @@ func (e *Engine) update(st *tagState, v value.VQT) (Change, bool) {
 	// change; the deadband only holds back a value whose status stayed.
 	if old.Quality == v.Quality && old.StatusCode == v.StatusCode && old.Reason == v.Reason &&
 		!st.tag.Deadband.Exceeded(old.Value, v.Value) {
-		return Change{}, false
+		return false
 	}
 	st.cur = v
 	st.dirty = true
-	return Change{Path: st.tag.Path, VQT: v, record: e.recordable(st, v)}, true
+	*out = Change{Path: st.tag.Path, VQT: v, record: e.recordable(st, v)}
+	return true
 }
 
 func joinReason(a, b string) string {

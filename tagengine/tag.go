@@ -95,12 +95,28 @@ type Deadband struct {
 // Exceeded reports whether the change from old to new passes the deadband.
 // Non-numeric values always pass when they differ.
 func (d Deadband) Exceeded(old, new value.Value) bool {
+	if o, ok := old.(float64); ok {
+		if n, ok := new.(float64); ok { // the common case, without Normalize
+			if o == n || (math.IsNaN(o) && math.IsNaN(n)) {
+				return false
+			}
+			return d.exceeded(o, n)
+		}
+	}
 	if value.Equal(old, new) {
 		return false
 	}
 	o, ok1 := number(old)
 	n, ok2 := number(new)
-	if !ok1 || !ok2 || math.IsNaN(o) || math.IsNaN(n) {
+	if !ok1 || !ok2 {
+		return true
+	}
+	return d.exceeded(o, n)
+}
+
+// exceeded is Exceeded for two numbers that differ.
+func (d Deadband) exceeded(o, n float64) bool {
+	if math.IsNaN(o) || math.IsNaN(n) {
 		return true
 	}
 	diff := math.Abs(n - o)
