@@ -146,8 +146,6 @@ type group struct {
 	points     []device.Point
 	kick       chan struct{}
 	lastScan   atomic.Int64 // unix nanos of this loop's last completed scan (Start counts)
-	// changes is apply's scratch buffer, reused from scan to scan.
-	changes []Change
 }
 
 // Engine holds the tags and their current values. Create it with New, start
@@ -365,6 +363,18 @@ func (e *Engine) publish(changes []Change) {
 	if e.retired.Load() {
 		return
 	}
+	b := newBatch(changes)
+	e.publishBatch(b)
+	b.release()
+}
+
+// publishBatch is publish for changes already in a batch; the caller
+// keeps its reference.
+func (e *Engine) publishBatch(b *batch) {
+	if e.retired.Load() {
+		return
+	}
+	changes := b.c
 	e.changes.Add(uint64(len(changes)))
 	n := 0
 	for i := range changes {
@@ -382,7 +392,6 @@ func (e *Engine) publish(changes []Change) {
 		e.publishHistory(hb)
 		hb.release()
 	}
-	b := newBatch(changes)
 	e.subs.Lock()
 	for _, s := range e.subs.m {
 		if s.want == nil {
@@ -406,7 +415,6 @@ func (e *Engine) publish(changes []Change) {
 		}
 	}
 	e.subs.Unlock()
-	b.release()
 }
 
 // offer hands changes to s, counting (and logging at the first) what did

@@ -54,11 +54,12 @@ func (e *Engine) scanLoop(ctx context.Context, g *group) {
 // apply takes a scan's readings for g's tags. gen is the write generation
 // when the read began: a tag written (and published by the engine) after
 // that keeps its written value, so a value never goes backwards; the next
-// scan, which the write kicked, reads the device again. Only g's scan loop
-// calls it: the changes are gathered in the group's scratch buffer, reused
-// from scan to scan, and published as one batch (publish).
+// scan, which the write kicked, reads the device again. The changes are
+// written in place into a pooled batch (fanout.go), published as one: no
+// group keeps a buffer of its own between scans.
 func (e *Engine) apply(g *group, vals []value.VQT, gen uint64) {
-	changes := g.changes[:0]
+	b := newBatch(nil)
+	changes := b.c
 	e.mu.Lock()
 	for i, st := range g.tags {
 		if i >= len(vals) {
@@ -67,18 +68,17 @@ func (e *Engine) apply(g *group, vals []value.VQT, gen uint64) {
 		if st.written > gen {
 			continue
 		}
-		// The change is written in place (no copy of it on the way).
 		changes = append(changes, Change{})
 		if !e.updateInto(st, &vals[i], &changes[len(changes)-1]) {
 			changes = changes[:len(changes)-1]
 		}
 	}
 	e.mu.Unlock()
+	b.c = changes
 	if len(changes) > 0 {
-		e.publish(changes)
+		e.publishBatch(b)
 	}
-	clear(changes) // keep no values alive between scans
-	g.changes = changes
+	b.release()
 }
 
 // applyOne takes one pushed change (a monitored item) for the i-th tag of g.
