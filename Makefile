@@ -123,7 +123,7 @@ bundle: package
 FUZZTIME ?= 60s
 FUZZ_TARGETS := ./config:FuzzParseProject ./config:FuzzReadTagsCSV ./config:FuzzTagScalars \
 	./device/opcua:FuzzDecodeDataValue ./device/modbus:FuzzResponse ./device/modbus:FuzzReadRTUFrame \
-	./sandbox/rpc:FuzzReadFrames ./sandbox/rpc:FuzzWriteMessages ./api:FuzzDecodeBody
+	./sandbox/rpc:FuzzReadFrames ./sandbox/rpc:FuzzWriteMessages ./api:FuzzDecodeBody ./mqtt:FuzzDecodeEnvelope
 
 .PHONY: fuzz
 fuzz: deps-go
