@@ -88,6 +88,14 @@ type Stater interface {
 	State() (state, reason string)
 }
 
+// IntoReader is implemented by drivers that read into a slice the caller
+// provides: ReadInto is Read with out (len(points) long) as the result,
+// every element written; the caller may reuse out once it returned. The
+// tag engine's scans use it so that a scan allocates no result slice.
+type IntoReader interface {
+	ReadInto(ctx context.Context, points []Point, out []value.VQT)
+}
+
 // Subscriber is implemented by drivers that push changes (OPC UA monitored
 // items). Subscribe delivers each change to fn until ctx ends.
 type Subscriber interface {

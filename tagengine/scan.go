@@ -3,6 +3,7 @@ package tagengine
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"qubiq.dev/edge/device"
@@ -33,11 +34,26 @@ func (e *Engine) scanLoop(ctx context.Context, g *group) {
 		}
 		start := time.Now()
 		gen := e.writeGen.Load()
-		vals := g.drv.Read(ctx, g.points)
+		var buf *[]value.VQT
+		var vals []value.VQT
+		if r, ok := g.drv.(device.IntoReader); ok {
+			buf = readBufs.Get().(*[]value.VQT)
+			if cap(*buf) < len(g.points) {
+				*buf = make([]value.VQT, len(g.points))
+			}
+			vals = (*buf)[:len(g.points)]
+			r.ReadInto(ctx, g.points, vals)
+		} else {
+			vals = g.drv.Read(ctx, g.points)
+		}
 		if ctx.Err() != nil {
 			return
 		}
 		e.apply(g, vals, gen)
+		if buf != nil {
+			clear(vals) // keep no values alive in the pool
+			readBufs.Put(buf)
+		}
 		e.scans.Add(1)
 		done := time.Now().UnixNano()
 		g.lastScan.Store(done)
@@ -50,6 +66,10 @@ func (e *Engine) scanLoop(ctx context.Context, g *group) {
 		t.Reset(next)
 	}
 }
+
+// readBufs are the scans' result slices (device.IntoReader), shared by
+// the scan loops: only the scans in progress hold one.
+var readBufs = sync.Pool{New: func() any { return new([]value.VQT) }}
 
 // apply takes a scan's readings for g's tags. gen is the write generation
 // when the read began: a tag written (and published by the engine) after

@@ -216,10 +216,18 @@ func (d *Driver) State() (string, string) {
 // without a request.
 func (d *Driver) Read(ctx context.Context, points []device.Point) []value.VQT {
 	out := make([]value.VQT, len(points))
+	d.ReadInto(ctx, points, out)
+	return out
+}
+
+// ReadInto implements device.IntoReader: Read into out (len(points)
+// long), which it clears first.
+func (d *Driver) ReadInto(ctx context.Context, points []device.Point, out []value.VQT) {
+	out = out[:len(points)]
+	clear(out)
 	for _, r := range d.plan(points, out) {
 		d.readRequest(ctx, r, out)
 	}
-	return out
 }
 
 // Plan implements device.Planner: the read requests that a Read of points

@@ -760,3 +760,24 @@ func TestDriver_Read_DeadUnitKeepsOthersRate(t *testing.T) {
 	}
 	wantQuality(t, "unit 2", d.Read(context.Background(), points)[1], value.BadNotConnected)
 }
+
+// TestDriver_ReadInto_SameAsRead: ReadInto overwrites a used slice with
+// what Read returns, element for element (the tag engine reuses it).
+func TestDriver_ReadInto_SameAsRead(t *testing.T) {
+	srv := devicetest.NewModbusServer(t)
+	srv.SetHolding(0, 0x41E0, 0xC190, 7)
+	d := newTestDriver(t, srv, nil)
+	points := []device.Point{pt("HR0", value.Float32, "ABCD"), pt("HR2", value.Int16, ""), pt("HRx", value.Int16, "")}
+	want := d.Read(context.Background(), points)
+	out := make([]value.VQT, len(points))
+	for i := range out {
+		out[i] = value.VQT{Value: "stale", Quality: value.BadTimeout, Reason: "left over", StatusCode: 9}
+	}
+	d.ReadInto(context.Background(), points, out)
+	for i := range points {
+		w, g := want[i], out[i]
+		if !value.Equal(g.Value, w.Value) || g.Quality != w.Quality || g.Reason != w.Reason || g.StatusCode != w.StatusCode {
+			t.Errorf("%s: ReadInto %+v, Read %+v", points[i].Address, g, w)
+		}
+	}
+}
