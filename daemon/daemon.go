@@ -190,7 +190,7 @@ func (s *System) buildAPI(context.Context) error {
 // sandbox (its workers start in the background: runs wait for them),
 // session sweep; the flows; serving the API last), tells systemd it is
 // ready (READY=1 with a STATUS= summary, refreshed once the sandbox's
-// workers are up or failed), keeps the watchdog fed
+// workers are up or failed), applies the memory limit, keeps the watchdog fed
 // while the scan loops and the API make progress, confirms a trial slot
 // after its healthy period, and blocks until ctx ends (STOPPING=1), the
 // API fails, a staged bundle or restore asks for a restart (the error's
@@ -231,6 +231,7 @@ func (s *System) Run(ctx context.Context) error {
 		case <-rctx.Done():
 		}
 	}()
+	s.startMemoryLimit(rctx) // after the start-up's own peak: auto follows the running heap
 	wd := s.watchdog()
 	go func() { _ = wd.Run(rctx) }()
 	trialFailed := make(chan error, 1)

@@ -28,6 +28,7 @@ var sectionChecks = map[string]func(*config.Daemon) []string{
 	"firmware":     nil, // the appliance part (gateway/appliance)
 	"log":          nil, // the appliance part (gateway/appliance)
 	"python":       pythonWarnings,
+	"memory":       memoryWarnings, // the memory limit (memory.go)
 }
 
 // pythonWarnings are the worker limits turned off (python.memory_max,
