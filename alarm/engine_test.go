@@ -230,7 +230,7 @@ func TestJournalCommitFailure_RefusesOperationsAndRetries(t *testing.T) {
 	j.fail.Store(true)
 	h.set("Line1/Tank/Level", 95.0)
 	h.wantState(hiID, ActiveUnacked) // the state is live even when the journal fails
-	select { // and the operator is told: annunciation does not wait for the disk
+	select {                         // and the operator is told: annunciation does not wait for the disk
 	case tr := <-ch:
 		if tr.Event != EventActivate || tr.Seq != 0 {
 			t.Errorf("transition while the journal fails: %s seq %d, want the activation with seq 0 (not journaled yet)", tr.Event, tr.Seq)
