@@ -243,7 +243,7 @@ func TestDriver_RTU_EveryFunction(t *testing.T) {
 				d := newRTUDriver(t, url, func(c *Config) { c.WriteMode = mode })
 				points := []device.Point{pt("HR0", value.Float32, ""), pt("HR2", value.Int16, ""), pt("IR10", value.Float32, "CDAB"),
 					pt("CO0", value.Bool, ""), pt("CO1", value.Bool, ""), pt("CO2", value.Bool, ""), pt("DI5", value.Bool, "")}
-				want := []value.Value{28.094512939453125, int64(-20), 238.60870361328125, true, false, true, true}
+				want := []value.Value{28.094513, int64(-20), 238.6087, true, false, true, true}
 				for i, v := range d.Read(context.Background(), points) {
 					wantGood(t, mode+" "+points[i].Address, v, want[i])
 				}
