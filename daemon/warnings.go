@@ -47,6 +47,10 @@ func pythonWarnings(c *config.Daemon) []string {
 	return out
 }
 
+// builtParts are the names of the parts New builds, in order: the
+// sections they act on are not warned about, by a start or by Check.
+var builtParts = []string{"restore", "store", "service", "appliance", "mqtt", "flows", "metrics", "api"}
+
 // configWarnings returns the warnings of the config's sections, given the
 // names of the parts that run.
 func configWarnings(c *config.Daemon, parts []string) []string {
