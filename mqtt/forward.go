@@ -44,14 +44,21 @@ func (l *Link) enqueue(ctx context.Context, msgs []Message) error {
 // waits in the outbox (so order is kept), else queues them: a QoS 0
 // message made while the link is down still goes out, through the outbox
 // at QoS 1 (paho drops QoS 0 publishes made while reconnecting:
-// https://github.com/eclipse-paho/paho.mqtt.golang/issues/630).
+// https://github.com/eclipse-paho/paho.mqtt.golang/issues/630). The
+// packets are written straight to the connection's wire, not through
+// paho's publish path (a QoS 0 publish has no state for the client to
+// keep); when the wire has failed or closed, the message and the rest are
+// queued instead, so a value made at the instant the connection drops is
+// not lost in the client.
 func (l *Link) publishDirect(ctx context.Context, msgs []Message) error {
-	c := l.current()
-	if c == nil || !c.IsConnectionOpen() || l.opts.Outbox.Stats().Depth > 0 {
+	c, w := l.current()
+	if c == nil || w == nil || !c.IsConnectionOpen() || l.opts.Outbox.Stats().Depth > 0 {
 		return l.enqueue(ctx, msgs)
 	}
-	for _, m := range msgs {
-		c.Publish(l.base+"/"+m.Topic, 0, m.Retain, m.Payload)
+	for i, m := range msgs {
+		if err := w.writePublish0(l.base, m.Topic, m.Retain, m.Payload); err != nil {
+			return l.enqueue(ctx, msgs[i:])
+		}
 	}
 	return nil
 }
