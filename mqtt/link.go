@@ -42,7 +42,8 @@ type Link struct {
 	nextSub  int
 	lastLive time.Time
 
-	pubSeq   atomic.Uint64 // sequence number of published tag messages
+	pubSeq   atomic.Uint64     // sequence number of published tag messages
+	queuedAt map[string]uint64 // QoS 0 topics with a message in the outbox: a sequence number at or above its last (publishDirect)
 	counters struct {
 		accepted, refused, busyDropped atomic.Uint64
 	}
@@ -122,7 +123,7 @@ func New(opts Options) (*Link, error) {
 	}
 	l := &Link{opts: opts, cfg: cfg, base: BaseTopic(opts.ApplianceID), keys: kr, tls: tc, pass: pass,
 		log: opts.Log, start: time.Now(), cmds: make(chan inbound, opts.Queue), busy: make(chan inbound, 1024),
-		filters: map[int]*topicSub{}}
+		filters: map[int]*topicSub{}, queuedAt: map[string]uint64{}}
 	l.state.RequireSigned = cfg.RequireSigned
 	return l, nil
 }
