@@ -3,10 +3,18 @@ package mqtt
 import (
 	"bufio"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
+	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -204,5 +212,70 @@ func TestPublishDirect_TopicWithAQueuedMessageWaitsBehindIt(t *testing.T) {
 	}
 	if q, _ := ob.Read(0, 10); len(q) != 0 {
 		t.Fatalf("still queued: %+v", q)
+	}
+}
+
+// TestDialer_TCPAndTLS: the link's dialer opens tcp:// and ssl:// brokers
+// (TLS verified against the configured CA, the server name from the URL)
+// and hands back the wire it reports; an unknown scheme is refused.
+func TestDialer_TCPAndTLS(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "broker"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IsCA: true, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	for _, c := range []struct {
+		scheme string
+		tls    bool
+	}{{"tcp", false}, {"mqtt", false}, {"ssl", true}, {"mqtts", true}} {
+		var ln net.Listener
+		if c.tls {
+			ln, err = tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}})
+		} else {
+			ln, err = net.Listen("tcp", "127.0.0.1:0")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan []byte, 1)
+		go func() {
+			s, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer s.Close()
+			b := make([]byte, 2)
+			io.ReadFull(s, b)
+			got <- b
+		}()
+		var reported *wire
+		u, _ := url.Parse(c.scheme + "://" + ln.Addr().String())
+		conn, err := dialer(&tls.Config{RootCAs: pool}, 5*time.Second, 5*time.Second, func(w *wire) { reported = w })(u, paho.ClientOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.scheme, err)
+		}
+		if conn != net.Conn(reported) {
+			t.Fatalf("%s: the wire reported is not the connection returned", c.scheme)
+		}
+		conn.Write([]byte{0xc0, 0})
+		if b := <-got; b[0] != 0xc0 || b[1] != 0 {
+			t.Fatalf("%s: the broker read %x", c.scheme, b)
+		}
+		conn.Close()
+		ln.Close()
+	}
+	u, _ := url.Parse("ws://127.0.0.1:1")
+	if _, err := dialer(nil, time.Second, time.Second, func(*wire) {})(u, paho.ClientOptions{}); err == nil {
+		t.Fatal("ws:// was dialled")
 	}
 }
