@@ -8,7 +8,7 @@ BIN     := bin
 # once (never a version-manager shim, which costs most of a second per start).
 PYTHON  ?= $(shell readlink -f /usr/bin/python3 2>/dev/null)
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X qubiq.dev/edge/daemon.Version=$(VERSION)
+LDFLAGS := -X qubiq.dev/edge/daemon.Version=$(VERSION) -X main.version=$(VERSION)
 PKGS    := ./...
 # PostgreSQL for system.db tests: the role and database scripts/ensure-deps.sh makes.
 export QUBIQ_TEST_PG_DSN ?= postgres://qubiq_test:qubiq_test@127.0.0.1:5432/qubiq_test?sslmode=disable
@@ -123,7 +123,7 @@ bundle: package
 FUZZTIME ?= 60s
 FUZZ_TARGETS := ./config:FuzzParseProject ./config:FuzzReadTagsCSV ./config:FuzzTagScalars \
 	./device/opcua:FuzzDecodeDataValue ./device/modbus:FuzzResponse ./device/modbus:FuzzReadRTUFrame \
-	./sandbox/rpc:FuzzReadFrames ./sandbox/rpc:FuzzWriteMessages ./api:FuzzDecodeBody
+	./sandbox/rpc:FuzzReadFrames ./sandbox/rpc:FuzzWriteMessages ./api:FuzzDecodeBody ./mqtt:FuzzDecodeEnvelope
 
 .PHONY: fuzz
 fuzz: deps-go

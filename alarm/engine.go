@@ -496,7 +496,10 @@ const maxUnsaved = 100000
 // flushLocked commits the pending transitions and the changed states in
 // one transaction, then publishes the transitions to the subscribers
 // (after the commit: what a subscriber saw is on disk). A failed commit is
-// logged and counted; its entries and states are retried at the next one.
+// logged and counted; its entries and states are retried at the next one,
+// and its transitions are published all the same with Seq 0: an alarm
+// reaches the operator even while the disk fails (docs/alarms.md, "The
+// journal").
 func (e *Engine) flushLocked() {
 	var states []store.AlarmState
 	for _, in := range e.insts {

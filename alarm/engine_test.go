@@ -225,9 +225,19 @@ func TestLoop_DelayFiresOnTime(t *testing.T) {
 func TestJournalCommitFailure_RefusesOperationsAndRetries(t *testing.T) {
 	j := &failingJournal{}
 	h := newHarness(t, "- {name: High, tag: Line1/Tank/Level, mode: above, setpoint: 90}\n", func(o *Options) { o.Journal = j })
+	ch, _, cancel := h.e.Subscribe(10)
+	defer cancel()
 	j.fail.Store(true)
 	h.set("Line1/Tank/Level", 95.0)
 	h.wantState(hiID, ActiveUnacked) // the state is live even when the journal fails
+	select { // and the operator is told: annunciation does not wait for the disk
+	case tr := <-ch:
+		if tr.Event != EventActivate || tr.Seq != 0 {
+			t.Errorf("transition while the journal fails: %s seq %d, want the activation with seq 0 (not journaled yet)", tr.Event, tr.Seq)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the activation was not told while the journal fails")
+	}
 	if _, err := h.e.Ack(operator, []string{hiID}, false); err == nil || !strings.Contains(err.Error(), "alarm journal cannot commit") {
 		t.Fatalf("ack while the journal fails: %v", err)
 	}

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"net/http"
 
 	"qubiq.dev/edge/api/apitypes"
@@ -75,10 +74,7 @@ func (s *Server) runFromConsole(w http.ResponseWriter, r *http.Request, g auth.G
 	if err := decodeBody(r, &req, decodeOpts{allowEmpty: true}); err != nil {
 		return err
 	}
-	args := req.Args
-	if len(args) == 0 {
-		args = json.RawMessage("null")
-	}
+	args := req.Args // absent: the service gives the entry {}
 	run, err := s.deps.Scripts.RunScript(r.Context(), g, module, entry, args)
 	if err != nil {
 		return err

@@ -188,10 +188,7 @@ func (s *Server) runScript(w http.ResponseWriter, r *http.Request, g auth.Grant)
 	if err := decodeBody(r, &req, decodeOpts{allowEmpty: true}); err != nil {
 		return err
 	}
-	args := req.Args
-	if len(args) == 0 {
-		args = json.RawMessage("null")
-	}
+	args := req.Args // absent: the service gives the entry {}
 	run, err := s.deps.Scripts.RunScript(r.Context(), g, module, entry, args)
 	if err != nil {
 		return err

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -166,10 +165,7 @@ func (s *Server) runFromPanel(w http.ResponseWriter, r *http.Request, cs *caller
 	if len(req.Args) > 0 {
 		return errorf(http.StatusBadRequest, KindInvalid, "a panel button's args come from the view, not the request")
 	}
-	args := btn.Args
-	if len(args) == 0 {
-		args = json.RawMessage("null")
-	}
+	args := btn.Args // absent: the service gives the entry {}
 	g, widened := auth.LiveViewGrant(cs.info.Session(cs.panel), s.deps.LiveView.EscapeHatch())
 	g.Expires = cs.info.Expires
 	if err := s.deps.LiveView.CanAudit(); err != nil {

@@ -65,6 +65,7 @@ func decodeStrict(b []byte, v any) error {
 // SyntaxError is a document that is not YAML at all: nothing was decoded.
 type SyntaxError struct{ Msg string }
 
+// Error returns Msg, the parser's words with the line.
 func (e *SyntaxError) Error() string { return e.Msg }
 
 // syntaxError words a yaml.v3 parse error ("yaml: line 3: did not find

@@ -217,7 +217,12 @@ func (s *System) Run(ctx context.Context) error {
 		s.stop()
 		return err
 	}
+	base := "http://" + s.ln.Addr().String()
+	if s.tlsOn {
+		base = "https://" + s.ln.Addr().String()
+	}
 	s.log.Info("qubiqd ready", slog.String("version", Version), slog.String("listen", s.ln.Addr().String()),
+		slog.String("liveview", base+"/liveview/"), slog.String("console", base+"/console/"),
 		slog.String("data_dir", s.cfg.DataDir), slog.Int("tags", s.svc.TagCount()))
 	systemd.ReadyStatus(s.statusLine())
 	rctx, cancel := context.WithCancel(ctx)

@@ -206,6 +206,7 @@ type KeyError struct {
 	Msg string
 }
 
+// Error returns Msg; LineOf adds the file and line.
 func (e *KeyError) Error() string { return e.Msg }
 
 func jsonKeys(t reflect.Type) []string {

@@ -73,6 +73,23 @@ func TestSkeleton_ReadsTypesAndByteOrders(t *testing.T) {
 	})
 }
 
+// TestSkeleton_ReadyLogNamesThePages: the start-up line says where the
+// operator's panels and the engineer's console are, so a new user reading
+// the log knows what to open.
+func TestSkeleton_ReadyLogNamesThePages(t *testing.T) {
+	_, d := startSkeleton(t)
+	// The API answers a moment before the line is written.
+	waitFor(t, 10*time.Second, "the ready line", func() (bool, string) {
+		return strings.Contains(d.logs(), `msg="qubiqd ready"`), "no ready line yet"
+	})
+	logs := d.logs()
+	for _, want := range []string{"liveview=" + d.url + "/liveview/", "console=" + d.url + "/console/"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("the start-up log lacks %s:\n%s", want, logs)
+		}
+	}
+}
+
 func TestSkeleton_WritesAreGated(t *testing.T) {
 	mb, d := startSkeleton(t)
 	reader := d.apiKey("reader", []string{"tag:read"}, "view")

@@ -164,14 +164,66 @@ type probeResult struct {
 	LandlockABI int    `json:"landlock_abi"`
 }
 
+// userNSFor makes a helper whose options ask for a private network
+// namespace (--netns) start in a user namespace of its own when the daemon
+// is not root, mapping only the daemon's uid and gid to themselves:
+// unshare(CLONE_NEWNET) needs CAP_SYS_ADMIN in the user namespace that owns
+// the new network namespace (user_namespaces(7), network_namespaces(7)),
+// which the helper holds in its own user namespace and nowhere else. The
+// interpreter it then executes runs as the same unprivileged uid, so the
+// exec leaves it no capability at all (capabilities(7), "Capabilities and
+// execution of programs by root"); Landlock forbids it to change its mount
+// topology. A root daemon needs none of this and attr is left as is.
+func userNSFor(attr *syscall.SysProcAttr, helperArgs []string) {
+	if os.Geteuid() == 0 || !slices.Contains(helperArgs, "--netns") {
+		return
+	}
+	userNSAttr(attr, os.Geteuid(), os.Getegid())
+}
+
+// userNSAttr is userNSFor's set-up for a child running as uid and gid: a
+// new user namespace mapping only them, and CAP_SYS_ADMIN raised as an
+// ambient capability so that the helper, exec'd as that unprivileged uid,
+// keeps it (in its own user namespace only: the capabilities a child gets
+// there are "useless for doing anything" outside it, user_namespaces(7));
+// the helper clears its ambient set before it executes the interpreter.
+func userNSAttr(attr *syscall.SysProcAttr, uid, gid int) {
+	attr.Cloneflags |= syscall.CLONE_NEWUSER
+	attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+	attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+	attr.GidMappingsEnableSetgroups = false
+	attr.AmbientCaps = []uintptr{capSysAdmin}
+}
+
+// capSysAdmin is CAP_SYS_ADMIN (capability.h).
+const capSysAdmin = 21
+
 // probeHardening runs the helper once with --probe to learn which layers
-// this host supports, applying them to a throw-away process.
+// this host supports, applying them to a throw-away process. A daemon that
+// is not root probes the network namespace inside a user namespace
+// (userNSFor); when the host refuses user namespaces, the other layers are
+// probed without it and the network namespace is unavailable, saying why.
 func (p *Pool) probeHardening(ctx context.Context, want Hardening) (probeResult, error) {
+	r, err := p.probeOnce(ctx, want, true)
+	if err == nil || os.Geteuid() == 0 || hardenMode(want.NetNS) == HardenOff {
+		return r, err
+	}
+	r, err2 := p.probeOnce(ctx, want, false)
+	if err2 != nil {
+		return r, err2
+	}
+	r.NetNS = fmt.Sprintf("the daemon is not root and cannot make a user namespace for it (%v); "+
+		"allow unprivileged user namespaces (sysctl user.max_user_namespaces, and systemd's RestrictNamespaces= must allow user and net)", err)
+	return r, nil
+}
+
+// probeOnce is one --probe run; userNS starts it as userNSFor says.
+func (p *Pool) probeOnce(ctx context.Context, want Hardening, userNS bool) (probeResult, error) {
 	args := []string{helperArg, "--probe"}
 	if hardenMode(want.NoNewPrivs) != HardenOff {
 		args = append(args, "--nnp")
 	}
-	if hardenMode(want.NetNS) != HardenOff {
+	if hardenMode(want.NetNS) != HardenOff && (userNS || os.Geteuid() == 0) {
 		args = append(args, "--netns")
 	}
 	if hardenMode(want.Landlock) != HardenOff {
@@ -181,6 +233,8 @@ func (p *Pool) probeHardening(ctx context.Context, want Hardening) (probeResult,
 	defer cancel()
 	cmd := exec.CommandContext(cctx, p.selfExe, args...)
 	cmd.Env = childEnv(p.homeDir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{}
+	userNSFor(cmd.SysProcAttr, args)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Run(); err != nil {

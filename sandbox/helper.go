@@ -139,6 +139,12 @@ func runHelper(args []string) error {
 	if len(argv) == 0 {
 		return errors.New("no command after --")
 	}
+	// A helper started in a user namespace of its own (userNSFor) holds
+	// CAP_SYS_ADMIN there as an ambient capability, for the network
+	// namespace only: the interpreter must not inherit it.
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("prctl(PR_CAP_AMBIENT_CLEAR_ALL): %w", err)
+	}
 	if ll.enforce {
 		// Last: from here on the process can only execute the interpreter.
 		if err := ll.restrict(); err != nil {

@@ -21,6 +21,9 @@ import (
 // cmd/qubiqd does.
 func TestMain(m *testing.M) {
 	MaybeRunHelper()
+	if port := os.Getenv(nonRootEnv); port != "" {
+		os.Exit(nonRootChild(port)) // TestHelper_NonRootDaemon_NetNS's unprivileged daemon
+	}
 	code := m.Run()
 	if wheelDir != "" {
 		os.RemoveAll(wheelDir)

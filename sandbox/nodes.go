@@ -112,7 +112,7 @@ func (p *Pool) runBatch(w *worker, j *job) (items []NodeItem, err error, keep bo
 		oomBefore, hasOOM = w.conf.oomKills()
 	}
 	grant := j.grant
-	runCtx, cancel := context.WithCancel(j.ctx)
+	runCtx, cancel := context.WithCancel(holding(j.ctx))
 	defer cancel()
 	var timedOut atomic.Bool
 	timer := time.AfterFunc(j.timeout, func() {

@@ -528,8 +528,33 @@ func (p *Pool) newJob(ctx context.Context, g auth.Grant, module, entry string, a
 	if err := ctx.Err(); err != nil {
 		return nil, ctxErr(err, module, entry)
 	}
+	if held := heldWorkers(ctx); held >= p.cfg.Replicas {
+		// Every worker is held by a run waiting, through system.* calls,
+		// for this one: it could never start, and waiting would only end at
+		// the caller's timeout.
+		return nil, runErr(KindBusy, "%s.%s cannot start: all %d workers (python.replicas) are held by the scripts waiting on it, %d nested runs deep; raise python.replicas or nest less",
+			module, entry, p.cfg.Replicas, held)
+	}
 	return &job{ctx: ctx, grant: g, mod: m, entry: entry, args: args, timeout: timeout,
 		done: make(chan jobResult, 1), key: queueKey(g)}, nil
+}
+
+// heldKey marks the context of a run's system.* calls with the number of
+// workers its chain of runs holds (the run's own, and those of the runs
+// waiting on it through script.runOnGateway or message.send).
+type heldKey struct{}
+
+// heldWorkers is how many workers the runs whose system.* call ctx is hold
+// (0 outside a run).
+func heldWorkers(ctx context.Context) int {
+	n, _ := ctx.Value(heldKey{}).(int)
+	return n
+}
+
+// holding is the context of the system.* calls of a run started with ctx:
+// one worker more held.
+func holding(ctx context.Context) context.Context {
+	return context.WithValue(ctx, heldKey{}, heldWorkers(ctx)+1)
 }
 
 // submit queues j and waits for its result. A run waits for a worker at

@@ -168,7 +168,7 @@ func (p *Pool) runJob(w *worker, j *job) (res RunResult, err error, keep bool) {
 	// The grant of this execution: held here, in Go, for this worker and
 	// execution id only. Nothing the worker sends is read into it.
 	grant := j.grant
-	runCtx, cancel := context.WithDeadline(j.ctx, start.Add(j.timeout))
+	runCtx, cancel := context.WithDeadline(holding(j.ctx), start.Add(j.timeout))
 	defer cancel()
 	bd := &binding{execID: execID, serve: func(c *rpc.Call) *rpc.Result {
 		return p.dispatch(runCtx, grant, name, c)

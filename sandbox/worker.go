@@ -143,9 +143,10 @@ func (p *Pool) startWorker(ctx context.Context, conf confined) (*worker, error) 
 		return nil, fmt.Errorf("sandbox: pipe: %w", err)
 	}
 	argv := []string{p.python, "-I", "-S", p.codeDir + "/" + workerScript, p.codeDir}
+	var hargs []string
 	if conf != nil {
-		if h := conf.helperArgs(); h != nil {
-			argv = append(append(append([]string{p.selfExe, helperArg}, h...), "--"), argv...)
+		if hargs = conf.helperArgs(); hargs != nil {
+			argv = append(append(append([]string{p.selfExe, helperArg}, hargs...), "--"), argv...)
 		}
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
@@ -155,6 +156,7 @@ func (p *Pool) startWorker(ctx context.Context, conf confined) (*worker, error) 
 	cmd.Stderr = outW
 	cmd.ExtraFiles = []*os.File{fromW, toR} // fds 3 and 4
 	attr := &syscall.SysProcAttr{Setpgid: true}
+	userNSFor(attr, hargs) // a daemon that is not root: the network namespace needs a user namespace
 	if conf != nil {
 		if fd := conf.cgroupFD(); fd >= 0 {
 			attr.UseCgroupFD = true

@@ -261,6 +261,8 @@ type SchemaError struct {
 	Snapshot      string // a snapshot file that could be restored, if any
 }
 
+// Error says which schema the store has, which the slot's daemon knows,
+// and what to do (flash firmware that knows it, or restore Snapshot).
 func (e *SchemaError) Error() string {
 	msg := fmt.Sprintf("store schema version %d is newer than this firmware knows (slot %s, version %s, knows schema %d): a newer firmware migrated the store. "+
 		"To go on, flash firmware that knows schema %d again", e.Store, e.Slot, orUnknown(e.Version), e.Knows, e.Store)

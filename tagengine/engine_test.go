@@ -10,7 +10,6 @@ import (
 
 	"qubiq.dev/edge/auth"
 	"qubiq.dev/edge/device"
-	"qubiq.dev/edge/internal/deptest"
 	"qubiq.dev/edge/value"
 )
 
@@ -91,10 +90,6 @@ func newEngine(t *testing.T, cfg Config) (*Engine, *fakeDriver) {
 		t.Fatal(err)
 	}
 	return e, drv
-}
-
-func TestDeps_Tagengine(t *testing.T) {
-	deptest.OnlyProject(t, "qubiq.dev/edge/tagengine", "qubiq.dev/edge/device!", "qubiq.dev/edge/value", "qubiq.dev/edge/auth", "qubiq.dev/edge/tagpath")
 }
 
 // TestEngine_Write_ScopeAndLevelMatrix walks every combination of scope

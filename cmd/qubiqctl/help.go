@@ -177,6 +177,7 @@ global flags (also accepted after COMMAND):
   --tls-fingerprint SHA256
                    trust the daemon's self-signed certificate with this
                    fingerprint (env QUBIQ_TLS_FINGERPRINT; see status or the log)
+  --version        print qubiqctl's version and exit (before COMMAND)
 
 commands:
 `, topUsage, defaultURL)

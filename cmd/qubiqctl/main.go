@@ -36,6 +36,11 @@ const (
 	defaultRunTimeout = 10*time.Minute + 30*time.Second // python.gateway_timeout max + margin
 )
 
+// version is qubiqctl's version, set at build time with
+// -ldflags "-X main.version=..." (Makefile, VERSION); `qubiqctl --version`
+// prints it.
+var version = "0.1.0-dev"
+
 // Exit codes (docs/qubiqctl.md, "Exit codes").
 const (
 	exitOK    = 0
@@ -148,6 +153,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("qubiqctl", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	c.g.register(fs)
+	showVersion := fs.Bool("version", false, "print qubiqctl's version and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c.report(&helpRequest{})
@@ -155,6 +161,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return c.report(&usageError{msg: flagError(fs, err)})
 	}
 	rest := fs.Args()
+	if *showVersion {
+		fmt.Fprintln(stdout, "qubiqctl", version)
+		return exitOK
+	}
 	if len(rest) == 0 {
 		return c.report(usagef("missing command"))
 	}

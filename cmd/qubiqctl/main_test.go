@@ -481,3 +481,13 @@ func TestCleanCell(t *testing.T) {
 		}
 	}
 }
+
+// TestRun_Version: --version prints qubiqctl's build version and exits 0
+// without a daemon to ask (the URL points nowhere).
+func TestRun_Version(t *testing.T) {
+	clearEnv(t)
+	code, out, errOut := runCLI("--url", "http://127.0.0.1:1", "--version")
+	if code != exitOK || out != "qubiqctl "+version+"\n" || errOut != "" {
+		t.Fatalf("--version: exit %d, stdout %q, stderr %q; want exit 0 and %q", code, out, errOut, "qubiqctl "+version+"\n")
+	}
+}

@@ -186,9 +186,14 @@ const MaxArgsDepth = 100
 
 // RunScript runs module.entry under g, its origin set to the script, and
 // audits the run ("script.run", its result "ok" or the failure's kind)
-// (gateway.Scripts).
+// (gateway.Scripts). Absent args (nil or empty: a REST request or an MQTT
+// command without "args", a panel button without args:) reach the entry
+// as {} (docs/scripting.md, "args and the result"); a JSON null is passed as None.
 func (s *Service) RunScript(ctx context.Context, g auth.Grant, module, entry string, args json.RawMessage) (gateway.ScriptRun, error) {
 	g.Origin = "script:" + module + "." + entry
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
 	if d := jsonDepth(args); d > MaxArgsDepth {
 		return gateway.ScriptRun{}, &gateway.ScriptError{Kind: gateway.KindInvalid, Detail: fmt.Sprintf("args nest %d levels deep; at most %d are accepted", d, MaxArgsDepth)}
 	}
