@@ -221,3 +221,7 @@ profile-sandbox: deps build
 bench: bench-mqtt
 bench-mqtt: deps build
 	bench/mqtt/run.sh
+# A CPU profile of qubiqd over bench-mqtt's QoS 0 window (mqtt-qos0-qubiqd.cpu.pprof).
+.PHONY: profile-mqtt
+profile-mqtt: deps profile-bin
+	BENCH_PROFILE=mqtt BENCH_PROFILE_DIR=$(PROFDIR) BENCH_RUNS=1 QUBIQ_BIN=$(PROFBIN) bench/mqtt/run.sh

@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"gopkg.in/yaml.v3"
 
@@ -205,9 +205,19 @@ type TagInfo struct {
 	Units string
 }
 
-// nameRe is the rule for alarm names: letters, digits, _ - . and space, no
+// validName is the rule for alarm names: letters, digits, _ - . and space, no
 // ':' or '/' (they delimit the id), at most 64 characters.
-var nameRe = regexp.MustCompile(`^[\p{L}\p{N}_.-][\p{L}\p{N}_. -]{0,63}$`)
+func validName(s string) bool {
+	n := 0
+	for _, r := range s {
+		ok := unicode.In(r, unicode.L, unicode.N) || r == '_' || r == '.' || r == '-' || (r == ' ' && n > 0)
+		if !ok || n == 64 {
+			return false
+		}
+		n++
+	}
+	return n > 0
+}
 
 // Parse reads the project's alarms: section (nodes, one per entry, as the
 // project file holds them) against the project's tags, and returns the
@@ -574,7 +584,7 @@ func (d *Definition) expand(tags map[string]TagInfo) ([]Instance, []lineErr) {
 	bad := func(format string, args ...any) { errs = append(errs, lineErr{d.Line, fmt.Sprintf(format, args...)}) }
 	if d.Name == "" {
 		bad("missing name")
-	} else if !nameRe.MatchString(d.Name) {
+	} else if !validName(d.Name) {
 		bad("name %q: want letters, digits, _ - . and space (no ':' or '/'), at most 64", d.Name)
 	}
 	switch {

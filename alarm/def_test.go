@@ -151,3 +151,18 @@ func TestParseSettings(t *testing.T) {
 		t.Errorf("unknown key: %v", err)
 	}
 }
+
+// TestValidName_TheRule: letters and digits of any script, _ . - and
+// inner spaces, at most 64 characters; no ':' or '/', no leading space.
+func TestValidName_TheRule(t *testing.T) {
+	long := strings.Repeat("é", 64)
+	for name, want := range map[string]bool{
+		"High": true, "Tank 1 high": true, "Füllstand_hoch-2.a": true, "水位": true, "٣": true, long: true,
+		"": false, " High": false, "a:b": false, "a/b": false, long + "x": false, "a\tb": false, "a\xffb": false,
+		"-x": true, ".x": true, "_": true,
+	} {
+		if got := validName(name); got != want {
+			t.Errorf("validName(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

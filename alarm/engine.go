@@ -105,6 +105,11 @@ type Engine struct {
 	kick   chan struct{}
 	cancel context.CancelFunc
 	done   chan struct{}
+	// feed is the subscription to the source's changes (under mu): held
+	// only while the engine runs and has alarms, so a project without
+	// alarms costs the tag engine no subscriber (feed.go).
+	feed    *feed
+	running bool
 }
 
 // ref is one alarm reading a tag in a role.
@@ -235,29 +240,31 @@ func (e *Engine) applyOutOfService(now time.Time) {
 	}
 }
 
-// Start subscribes to the source's changes, evaluates every alarm against
-// the current values (after a restart these are the last values, not Good:
-// the alarms keep their restored state until a fresh value arrives) and
-// starts the evaluation loop. Call it before the tag engine starts its
-// scans.
+// Start subscribes to the source's changes (while the project has
+// alarms: SetDefinitions subscribes when the first arrive and lets go
+// when the last leave), evaluates every alarm against the current values
+// (after a restart these are the last values, not Good: the alarms keep
+// their restored state until a fresh value arrives) and starts the
+// evaluation loop. Call it before the tag engine starts its scans.
 func (e *Engine) Start(ctx context.Context) error {
 	if e.opts.Source == nil {
 		return errors.New("alarms: no source")
 	}
-	ch, dropped, cancel := e.opts.Source.Subscribe(e.set.FeedBuffer, e.watches)
-	before := dropped()
 	e.mu.Lock()
+	e.running = true
+	e.syncFeedLocked()
 	e.resyncLocked(e.now(), false)
 	e.flushLocked()
 	e.mu.Unlock()
 	lctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	e.cancel = func() { stop(); cancel() }
+	e.cancel = stop
 	e.done = make(chan struct{})
-	go e.loop(lctx, ch, dropped, before)
+	go e.loop(lctx)
 	return nil
 }
 
-// Stop ends the evaluation loop and commits what is pending.
+// Stop ends the evaluation loop and the subscription, and commits what is
+// pending.
 func (e *Engine) Stop(context.Context) error {
 	if e.cancel != nil {
 		e.cancel()
@@ -266,6 +273,8 @@ func (e *Engine) Stop(context.Context) error {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.running = false
+	e.syncFeedLocked()
 	e.flushLocked()
 	return e.lastCommitErr
 }
@@ -320,7 +329,7 @@ func (e *Engine) collect(ch <-chan Change, batch []Change, t *time.Timer) []Chan
 // values (Source.Read), so no alarm stays in a state its tag no longer
 // supports. What a resync cannot recover is a transition that began and
 // ended inside the lost changes; the count and health say it happened.
-func (e *Engine) loop(ctx context.Context, ch <-chan Change, dropped func() uint64, lastDropped uint64) {
+func (e *Engine) loop(ctx context.Context) {
 	defer close(e.done)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -332,7 +341,12 @@ func (e *Engine) loop(ctx context.Context, ch <-chan Change, dropped func() uint
 	for {
 		e.mu.Lock()
 		next := e.queue.next()
+		f := e.feed
 		e.mu.Unlock()
+		var ch <-chan Change // nil while there is no feed: never ready
+		if f != nil {
+			ch = f.ch
+		}
 		timer.Stop() // Go 1.23 timers: no stale tick is delivered after Stop
 		if !next.IsZero() {
 			timer.Reset(max(next.Sub(e.now()), 0))
@@ -349,9 +363,10 @@ func (e *Engine) loop(ctx context.Context, ch <-chan Change, dropped func() uint
 		case <-retention.C:
 			e.retention()
 		}
-		if d := dropped(); d != lastDropped {
-			lost := d - lastDropped
-			lastDropped = d
+		if f == nil {
+			continue
+		}
+		if lost := f.lost(); lost > 0 {
 			e.feedDropped.Add(lost)
 			e.log.Warn("alarm feed overflowed: re-evaluating every alarm from current values",
 				slog.Uint64("changes_lost", lost), slog.Uint64("changes_lost_total", e.feedDropped.Load()))
@@ -473,6 +488,7 @@ func (e *Engine) SetDefinitions(insts []Instance) {
 		in.sched = time.Time{}
 		e.schedule(in)
 	}
+	e.syncFeedLocked()
 	e.resyncLocked(now, false)
 	e.flushLocked()
 	e.wake()

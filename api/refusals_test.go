@@ -45,3 +45,26 @@ func TestMiddleware_RefusedCredentialsAudited(t *testing.T) {
 		t.Fatalf("audited %q, want %q", f.got, want)
 	}
 }
+
+// TestSession_RefusedCookiesAudited: a session cookie naming no current
+// session (ended by a logout, or forged) is refused and audited as a
+// refused credential with the reason "session", like a bad bearer token.
+func TestSession_RefusedCookiesAudited(t *testing.T) {
+	e := newLVEnv(t, Config{})
+	f := &fakeCredRefusals{}
+	e.srv.deps.CredentialRefusals = f
+	c, csrf := e.login(t, "op")
+	if rec := e.req(t, "POST", "/api/v1/auth/logout", "", c, map[string]string{CSRFHeader: csrf}); rec.Code != 204 {
+		t.Fatalf("logout: %d", rec.Code)
+	}
+	forged := &http.Cookie{Name: c.Name, Value: "forged-session-token"}
+	for _, ck := range []*http.Cookie{c, forged} {
+		if rec := e.req(t, "GET", "/api/v1/tags", "", ck, nil); rec.Code != http.StatusUnauthorized {
+			t.Errorf("cookie %q: %d, want 401", ck.Value, rec.Code)
+		}
+	}
+	want := []string{"192.0.2.1 GET /api/v1/tags session", "192.0.2.1 GET /api/v1/tags session"}
+	if !slices.Equal(f.got, want) {
+		t.Fatalf("audited %q, want %q", f.got, want)
+	}
+}

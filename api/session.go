@@ -16,6 +16,7 @@ import (
 	"qubiq.dev/edge/api/apitypes"
 	"qubiq.dev/edge/api/liveview"
 	"qubiq.dev/edge/auth"
+	"qubiq.dev/edge/gateway"
 )
 
 // Browser session names (issue 7).
@@ -100,6 +101,7 @@ func (s *Server) authorizeSession(r *http.Request, rt route, target, token strin
 	switch {
 	case errors.Is(err, ErrUnauthenticated):
 		s.log.InfoContext(r.Context(), "request refused", slog.String("route", target), slog.String("reason", "session ended"))
+		s.refusedCredential(r, target, gateway.CredentialSession)
 		return r, auth.Grant{}, errorf(http.StatusUnauthorized, KindUnauthenticated, "the session ended or is unknown: log in again")
 	case err != nil:
 		s.log.WarnContext(r.Context(), "session check failed", slog.String("route", target), slog.Any("error", err))

@@ -243,8 +243,22 @@ func NewUsers(store UserStore, opts UsersOptions) *Users {
 		opts.Now = time.Now
 	}
 	u := &Users{store: store, opts: opts, lim: newLimiter(opts)}
-	u.dummy, _ = HashPassword("qubiq-dummy-password", opts.Params) // only timing depends on it
+	u.dummy = dummyHash(opts.Params)
 	return u
+}
+
+// dummyHash returns a well-formed hash of params p with a random salt and
+// a random key: verifying any password against it costs what verifying
+// against a real hash of p costs, and matches none (the key is no
+// password's). It costs nothing to make: hashing a dummy password would
+// spend a full argon2id run and its MemoryKiB at every start.
+func dummyHash(p PasswordParams) string {
+	salt, key := make([]byte, max(p.SaltLen, 8)), make([]byte, min(max(p.KeyLen, 16), 64))
+	_, _ = rand.Read(salt)
+	_, _ = rand.Read(key)
+	enc := base64.RawStdEncoding
+	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s", argon2.Version, p.MemoryKiB, p.Time, p.Threads,
+		enc.EncodeToString(salt), enc.EncodeToString(key))
 }
 
 func checkPassword(name, pw string) error {

@@ -273,3 +273,23 @@ func TestUsers_Seed_CreatesOnceWithGivenHash(t *testing.T) {
 		t.Fatalf("seed with a non-argon2id hash: %v", err)
 	}
 }
+
+// TestDummyHash_SameCostNoMatch: the hash verified for unknown names has
+// the configured costs (so an unknown name takes as long as a known one)
+// and matches no password.
+func TestDummyHash_SameCostNoMatch(t *testing.T) {
+	p := PasswordParams{Time: 1, MemoryKiB: 64, Threads: 1, SaltLen: 16, KeyLen: 32}
+	h := dummyHash(p)
+	got, salt, key, err := parseHash(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Time != p.Time || got.MemoryKiB != p.MemoryKiB || got.Threads != p.Threads || len(salt) != 16 || len(key) != 32 {
+		t.Errorf("dummy %s: params %+v, salt %d, key %d bytes; want %+v", h, got, len(salt), len(key), p)
+	}
+	for _, pw := range []string{"", "qubiq-dummy-password", "correct horse"} {
+		if ok, err := VerifyPassword(h, pw); ok || err != nil {
+			t.Errorf("password %q against the dummy: %v %v", pw, ok, err)
+		}
+	}
+}

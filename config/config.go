@@ -37,6 +37,8 @@ type Daemon struct {
 	// Diagnostics is the diagnostics listener: GET /metrics and, when
 	// asked for, net/http/pprof (docs/metrics.md).
 	Diagnostics Diagnostics `yaml:"diagnostics"`
+	// Memory is the daemon's soft memory limit (memory.go).
+	Memory Memory `yaml:"memory"`
 	// Alarms is the alarm settings (journal retention, chattering rule,
 	// longest shelve), parsed by package alarm (docs/alarms.md).
 	Alarms yaml.Node `yaml:"alarms"`
@@ -277,6 +279,7 @@ func LoadDaemon(path string) (*Daemon, error) {
 	}
 	errs = append(errs, checkDiagnostics(abs, &d.Diagnostics)...)
 	errs = append(errs, resolveLimits(abs, &d.Python)...)
+	errs = append(errs, resolveMemory(abs, &d.Memory)...)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -364,7 +367,7 @@ func resolve(dir, p string) string {
 // decodes.
 var sectionNames = map[string]string{
 	"Daemon": "the config", "HTTP": "http", "Python": "python", "GatewayTimeout": "python.gateway_timeout",
-	"Security": "security", "Store": "store", "History": "history", "MQTT": "mqtt",
+	"Security": "security", "Store": "store", "History": "history", "MQTT": "mqtt", "Memory": "memory",
 	"Project": "the project", "TagConfig": "a tag", "DeadbandConf": "a tag's deadband",
 	"ScaleConf": "a tag's scale", "HistoryConf": "a tag's history", "ScriptConfig": "a script",
 }

@@ -24,10 +24,17 @@ import (
 // scripts, connections, named queries, message handlers, history, seed
 // users, alarms), LiveView's (views) and the flow engine's (flows). It returns every error found in one run,
 // each naming the file and, where known, the line.
+//
+// The warnings a start would raise about the config (a block no part acts
+// on, a worker limit turned off: docs/config.md, "Warnings") are logged to
+// log at level WARN, so a check says them before the daemon runs.
 func Check(path string, log *slog.Logger) error {
 	cfg, err := config.LoadDaemon(path)
 	if err != nil {
 		return err
+	}
+	for _, w := range configWarnings(cfg, builtParts) {
+		log.Warn(w)
 	}
 	var serr error
 	if _, err := alarm.ParseSettings(&cfg.Alarms); err != nil {

@@ -188,8 +188,10 @@ func (s *System) buildAPI(context.Context) error {
 // Run starts the parts in order (the HTTP listener first, so a taken port
 // fails before anything else runs; the change probe when asked for; then
 // the service's steps: alarms, tag engine, history feed, address watch,
-// sandbox, session sweep; the flows; serving the API last), tells systemd
-// it is ready (READY=1 with a STATUS= summary), keeps the watchdog fed
+// sandbox (its workers start in the background: runs wait for them),
+// session sweep; the flows; serving the API last), tells systemd it is
+// ready (READY=1 with a STATUS= summary, refreshed once the sandbox's
+// workers are up or failed), applies the memory limit, keeps the watchdog fed
 // while the scan loops and the API make progress, confirms a trial slot
 // after its healthy period, and blocks until ctx ends (STOPPING=1), the
 // API fails, a staged bundle or restore asks for a restart (the error's
@@ -228,6 +230,14 @@ func (s *System) Run(ctx context.Context) error {
 	systemd.ReadyStatus(s.statusLine())
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	go func() { // the sandbox warms after READY: STATUS= then says how it ended
+		select {
+		case <-s.svc.Warmed():
+			systemd.Status(s.statusLine())
+		case <-rctx.Done():
+		}
+	}()
+	s.startMemoryLimit(rctx) // after the start-up's own peak: auto follows the running heap
 	wd := s.watchdog()
 	go func() { _ = wd.Run(rctx) }()
 	trialFailed := make(chan error, 1)

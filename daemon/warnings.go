@@ -28,6 +28,7 @@ var sectionChecks = map[string]func(*config.Daemon) []string{
 	"firmware":     nil, // the appliance part (gateway/appliance)
 	"log":          nil, // the appliance part (gateway/appliance)
 	"python":       pythonWarnings,
+	"memory":       memoryWarnings, // the memory limit (memory.go)
 }
 
 // pythonWarnings are the worker limits turned off (python.memory_max,
@@ -45,6 +46,10 @@ func pythonWarnings(c *config.Daemon) []string {
 	}
 	return out
 }
+
+// builtParts are the names of the parts New builds, in order: the
+// sections they act on are not warned about, by a start or by Check.
+var builtParts = []string{"restore", "store", "service", "appliance", "mqtt", "flows", "metrics", "api"}
 
 // configWarnings returns the warnings of the config's sections, given the
 // names of the parts that run.

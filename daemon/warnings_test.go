@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -76,5 +77,47 @@ func TestSectionChecks_EveryConfigKeyHasAnOwner(t *testing.T) {
 		if !checked && !slices.Contains(partNamed, key) && !slices.Contains(notActedOn, key) {
 			t.Errorf("config key %q has no owner for the health warnings: add it to sectionChecks (daemon/warnings.go) with the predicate its part sets, or nil", key)
 		}
+	}
+}
+
+// TestBuiltParts_AreNewsParts: the part names Check warns against are the
+// ones New builds, in order (a part added to New and not here would make
+// --check-config warn about a block the daemon acts on).
+func TestBuiltParts_AreNewsParts(t *testing.T) {
+	src, err := os.ReadFile("daemon.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := string(src)
+	i := strings.Index(body, "err = s.parts.start(ctx,")
+	j := strings.Index(body[i:], "\n\t)")
+	if i < 0 || j < 0 {
+		t.Fatal("New's part list not found in daemon.go")
+	}
+	var names []string
+	for _, line := range strings.Split(body[i:i+j], "\n") {
+		if _, rest, ok := strings.Cut(line, `part{name: "`); ok {
+			names = append(names, rest[:strings.Index(rest, `"`)])
+		}
+	}
+	if !slices.Equal(names, builtParts) {
+		t.Errorf("New builds %q, builtParts says %q", names, builtParts)
+	}
+}
+
+// TestCheck_LogsTheStartsWarnings: --check-config says what a start would
+// warn about (here a worker limit turned off) and still passes.
+func TestCheck_LogsTheStartsWarnings(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "qubiq.yaml")
+	if err := os.WriteFile(f, []byte("data_dir: data\npython:\n  memory_max: unlimited\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var buf strings.Builder
+	if err := Check(f, slog.New(slog.NewTextHandler(&buf, nil))); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "level=WARN") || !strings.Contains(buf.String(), "python.memory_max: unlimited") {
+		t.Errorf("check logged %q, want the memory_max warning", buf.String())
 	}
 }

@@ -69,12 +69,10 @@ func (e *Engine) FlowHealth() map[string]gateway.FlowHealth {
 		st := fs.status()
 		out[fs.name] = gateway.FlowHealth{State: st.State, Reason: st.Reason}
 	}
-	if e.feedLost != nil {
-		if n := e.feedLost(); n > 0 {
-			// Not one flow's: the tag engine's feed to every tag trigger overflowed.
-			out["(tag feed)"] = gateway.FlowHealth{State: gateway.FlowFailed,
-				Reason: fmt.Sprintf("the flows' feed of tag changes lost %d changes (more than %d waiting)", n, tagFeed)}
-		}
+	if n := e.feedLostTotal(); n > 0 {
+		// Not one flow's: the tag engine's feed to every tag trigger overflowed.
+		out["(tag feed)"] = gateway.FlowHealth{State: gateway.FlowFailed,
+			Reason: fmt.Sprintf("the flows' feed of tag changes lost %d changes (more than %d waiting)", n, tagFeed)}
 	}
 	return out
 }

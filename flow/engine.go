@@ -76,11 +76,16 @@ type Engine struct {
 	cancel  context.CancelFunc
 	started bool
 
-	// The shared tag feed: routes by path, rebuilt when flows change.
+	// The shared tag feed: routes by path, rebuilt when flows change;
+	// the subscription behind it is held while the engine runs and some
+	// route exists (under feedMu; triggers.go).
 	routes   atomic.Pointer[map[string][]*tagRoute]
+	feedMu   sync.Mutex
+	feedOn   bool
 	feedStop func()
 	feedDone chan struct{}
-	feedLost func() uint64
+	feedLost func() uint64 // the current subscription's count, nil without one
+	feedGone uint64        // what the ended subscriptions lost
 	prevMu   sync.Mutex
 	prev     map[string]gateway.TagValue // the last change of each trigger tag
 
@@ -190,7 +195,9 @@ func (e *Engine) Start(ctx context.Context) error {
 		return err
 	}
 	e.started = true
-	e.startFeed()
+	e.feedMu.Lock()
+	e.feedOn = true // subscribed by rebuildRoutes once a tag trigger runs
+	e.feedMu.Unlock()
 	for i, name := range names {
 		fs := e.state(name)
 		var r record

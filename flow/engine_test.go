@@ -500,3 +500,34 @@ func TestEngine_ProjectFlowsSavedOnce(t *testing.T) {
 		t.Errorf("versions %v after two starts, want 1", vs)
 	}
 }
+
+// TestEngine_TagFeedOnlyWithTagTriggers: the engine subscribes to the tag
+// changes only while a running flow has a tag trigger, and lets go when
+// the last such flow is deleted; changes reach the flow meanwhile.
+func TestEngine_TagFeedOnlyWithTagTriggers(t *testing.T) {
+	gw := newFakeGW()
+	e := testEngine(t, gw, "")
+	if n := gw.subscriptions(); n != 0 {
+		t.Fatalf("no flow: %d subscriptions to the tag changes, want 0", n)
+	}
+	doc := `
+name: f
+trigger: {tag: Line1/In}
+nodes:
+  - {id: n, type: python, code: "def transform(msg):  # behave: echo\n    return msg\n"}
+`
+	if _, err := e.SaveFlow(context.Background(), designer, gateway.FlowSource{Name: "f", Doc: []byte(doc)}); err != nil {
+		t.Fatal(err)
+	}
+	if n := gw.subscriptions(); n != 1 {
+		t.Fatalf("a tag trigger: %d subscriptions, want 1", n)
+	}
+	gw.change("Line1/In", int64(1), value.Good)
+	waitStatus(t, e, "f", "processed", func(st gateway.FlowStatus) bool { return st.Counters.Processed == 1 })
+	if _, err := e.DeleteFlow(context.Background(), designer, "f"); err != nil {
+		t.Fatal(err)
+	}
+	if n := gw.subscriptions(); n != 0 {
+		t.Fatalf("the flow deleted: %d subscriptions, want 0", n)
+	}
+}

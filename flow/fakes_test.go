@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -209,7 +210,21 @@ func (f *fakeGW) SubscribeValuesFunc(_ auth.Grant, buf int, want func(string) bo
 	f.subs = append(f.subs, ch)
 	f.wants = append(f.wants, want)
 	f.mu.Unlock()
-	return ch, func() uint64 { f.mu.Lock(); defer f.mu.Unlock(); return f.lost }, func() {}
+	var once sync.Once
+	return ch, func() uint64 { f.mu.Lock(); defer f.mu.Unlock(); return f.lost }, func() {
+		once.Do(func() {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.subs = slices.DeleteFunc(f.subs, func(c chan gateway.TagValue) bool { return c == ch })
+		})
+	}
+}
+
+// subscriptions is the number of live subscriptions to the tag changes.
+func (f *fakeGW) subscriptions() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.subs)
 }
 
 // change feeds one tag change to the subscribers, as the tag engine does

@@ -61,11 +61,11 @@ type tagRoute struct {
 	sent     *value.VQT // the last change offered (deadband)
 }
 
-// startFeed subscribes to the tag engine's changes once for every tag
-// trigger, filtered to the tags some trigger names (routed: the tag
+// startFeedLocked subscribes to the tag engine's changes once for every
+// tag trigger, filtered to the tags some trigger names (routed: the tag
 // engine queues nothing for the others); the feed never blocks the tag
-// engine (its overflow is counted: health shows it).
-func (e *Engine) startFeed() {
+// engine (its overflow is counted: health shows it). Under feedMu.
+func (e *Engine) startFeedLocked() {
 	ch, dropped, cancel := e.gw.SubscribeValuesFunc(engineGrant, tagFeed, e.routed)
 	stop := make(chan struct{})
 	done := make(chan struct{})
@@ -99,12 +99,41 @@ func (e *Engine) routed(path string) bool {
 	return len((*e.routes.Load())[path]) > 0
 }
 
-func (e *Engine) stopFeed() {
-	if e.feedStop != nil {
-		e.feedStop()
-		<-e.feedDone
-		e.feedStop = nil
+// endFeedLocked ends the subscription, counting what it lost, and returns
+// the channel closed when its goroutine ended (nil without a feed). Under
+// feedMu.
+func (e *Engine) endFeedLocked() chan struct{} {
+	if e.feedStop == nil {
+		return nil
 	}
+	e.feedStop()
+	e.feedGone += e.feedLost()
+	done := e.feedDone
+	e.feedStop, e.feedDone, e.feedLost = nil, nil, nil
+	return done
+}
+
+// stopFeed ends the feed for good (the engine stops) and waits for its
+// goroutine.
+func (e *Engine) stopFeed() {
+	e.feedMu.Lock()
+	e.feedOn = false
+	done := e.endFeedLocked()
+	e.feedMu.Unlock()
+	if done != nil {
+		<-done
+	}
+}
+
+// feedLostTotal is the tag changes the flows' feed lost since the start.
+func (e *Engine) feedLostTotal() uint64 {
+	e.feedMu.Lock()
+	defer e.feedMu.Unlock()
+	n := e.feedGone
+	if e.feedLost != nil {
+		n += e.feedLost()
+	}
+	return n
 }
 
 // rebuildRoutes sets the tag routes from the running versions' triggers,
@@ -136,7 +165,20 @@ func (e *Engine) rebuildRoutes() {
 		}
 	}
 	e.mu.RUnlock()
+	// The subscription only while some route exists: without tag
+	// triggers every change of every tag would be handed over only to be
+	// ignored. Taken before the routes are set, so a new route's first
+	// change is seen; ended after they are cleared (its goroutine ends on
+	// its own: this may run on it, when a flow stops itself).
+	e.feedMu.Lock()
+	if len(next) > 0 && e.feedOn && e.feedStop == nil {
+		e.startFeedLocked()
+	}
 	e.routes.Store(&next)
+	if len(next) == 0 {
+		e.endFeedLocked()
+	}
+	e.feedMu.Unlock()
 }
 
 // change offers one tag change to the route's flow, unless the deadband

@@ -158,13 +158,14 @@ func Kind(err error) string {
 	return "internal"
 }
 
-// Why a bearer token was refused: CredentialError.Reason, and the reason
+// Why a credential was refused: CredentialError.Reason, and the reason
 // of an "auth.refused" audit record (Audit.AuditCredentialRefusal).
 const (
 	CredentialMissing = "missing" // no Authorization: Bearer header
 	CredentialUnknown = "unknown" // not a token of this appliance, or a wrong secret
 	CredentialRevoked = "revoked" // the key was revoked
 	CredentialExpired = "expired" // the key passed its expiry
+	CredentialSession = "session" // a session cookie naming no current session (ended, expired, or forged)
 )
 
 // CredentialError is the error of Credentials.Authenticate for a refused

@@ -535,3 +535,35 @@ func TestAppliance_NewerSchemaRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestAppliance_ReadyBeforeTheWorkers: READY=1 does not wait for the
+// sandbox's Python workers (docs/appliance.md, Readiness); a run sent the
+// moment READY=1 arrives, of a module the project's file brings (saved
+// after the workers start), waits for them and succeeds, and STATUS= is
+// sent again once they are up.
+func TestAppliance_ReadyBeforeTheWorkers(t *testing.T) {
+	n := newNotifySocket(t)
+	d := newDaemon(t, "devices:\n  - {name: sim, driver: sim}\ntags:\n  - {path: Line/A, device: sim, address: memory, type: float64}\n"+
+		"scripts:\n  - {module: m, file: scripts/m.py}\n", "NOTIFY_SOCKET="+n.path)
+	if err := os.MkdirAll(filepath.Join(d.dir, "scripts"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(d.dir, "scripts", "m.py"), []byte("def ok(args):\n    return 41 + args\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.spawn()
+	n.next("READY=1", has("READY=1"))
+	tok, err := os.ReadFile(filepath.Join(d.dir, "data", "bootstrap-token"))
+	if err != nil {
+		t.Fatalf("no bootstrap token at READY=1: %v", err)
+	}
+	d.token = strings.TrimSpace(string(tok))
+	var run struct {
+		Result int `json:"result"`
+	}
+	if st, body := d.call("POST", "/api/v1/scripts/m/ok/run", d.token, map[string]any{"args": 1}, &run); st != 200 || run.Result != 42 {
+		t.Fatalf("a run at READY=1: %d %s, want 42", st, body)
+	}
+	n.next("STATUS= once the workers are up", has("STATUS=ok: 1 tags, 1 devices, API on *"))
+	d.awaitHealth()
+}

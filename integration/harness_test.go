@@ -133,8 +133,16 @@ func (d *daemon) logs() string {
 	return d.log.String()
 }
 
-// start runs qubiqd and waits until /api/v1/health answers.
+// start runs qubiqd and waits until /api/v1/health answers and the
+// sandbox's workers, which start after READY=1, are no longer starting.
 func (d *daemon) start() {
+	d.t.Helper()
+	d.spawn()
+	d.awaitHealth()
+}
+
+// spawn starts qubiqd and returns at once.
+func (d *daemon) spawn() {
 	d.t.Helper()
 	d.cmd = exec.Command(filepath.Join(bins(d.t), "qubiqd"), "--config", d.cfg)
 	d.cmd.Env = append(os.Environ(), d.env...)
@@ -145,6 +153,12 @@ func (d *daemon) start() {
 	}
 	d.exitErr = make(chan error, 1)
 	go func(c *exec.Cmd, ch chan error) { ch <- c.Wait() }(d.cmd, d.exitErr)
+}
+
+// awaitHealth waits until /api/v1/health answers and the sandbox is no
+// longer starting, and reads the bootstrap token.
+func (d *daemon) awaitHealth() {
+	d.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
@@ -155,7 +169,17 @@ func (d *daemon) start() {
 		}
 		resp, err := http.Get(d.url + "/api/v1/health")
 		if err == nil {
+			var h struct {
+				Sandbox struct {
+					Python struct{ Status string } `json:"python"`
+				} `json:"sandbox"`
+			}
+			derr := json.NewDecoder(resp.Body).Decode(&h)
 			resp.Body.Close()
+			if derr == nil && h.Sandbox.Python.Status == "starting" {
+				time.Sleep(20 * time.Millisecond)
+				continue
+			}
 			if tok, err := os.ReadFile(filepath.Join(d.dir, "data", "bootstrap-token")); err == nil {
 				d.token = strings.TrimSpace(string(tok))
 			}

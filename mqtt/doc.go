@@ -19,7 +19,10 @@
 // acknowledged them (forward.go). The connection loop (link.go) keeps one
 // paho client per connection so a token that completed is evidence of a
 // PUBACK on that connection, never of a message parked across a reconnect
-// (https://github.com/eclipse-paho/paho.mqtt.golang/issues/563).
+// (https://github.com/eclipse-paho/paho.mqtt.golang/issues/563). The
+// link dials the broker itself and gives paho a connection that coalesces
+// writes without delaying any (wire.go); QoS 0 tag values are written
+// straight to it, their payloads appended by hand (payload.go).
 //
 // mqtt imports gateway, auth, value, tagpath, the standard library and
 // paho; never api, device, daemon or gateway/service (deps_test.go).

@@ -36,12 +36,14 @@ type Link struct {
 
 	mu       sync.Mutex
 	client   paho.Client // the current connection's client; nil while down
+	wire     *wire       // the current connection's network connection; nil while down
 	state    LinkState
 	filters  map[int]*topicSub // flow subscriptions by id
 	nextSub  int
 	lastLive time.Time
 
-	pubSeq   atomic.Uint64 // sequence number of published tag messages
+	pubSeq   atomic.Uint64     // sequence number of published tag messages
+	queuedAt map[string]uint64 // QoS 0 topics with a message in the outbox: a sequence number at or above its last (publishDirect)
 	counters struct {
 		accepted, refused, busyDropped atomic.Uint64
 	}
@@ -121,7 +123,7 @@ func New(opts Options) (*Link, error) {
 	}
 	l := &Link{opts: opts, cfg: cfg, base: BaseTopic(opts.ApplianceID), keys: kr, tls: tc, pass: pass,
 		log: opts.Log, start: time.Now(), cmds: make(chan inbound, opts.Queue), busy: make(chan inbound, 1024),
-		filters: map[int]*topicSub{}}
+		filters: map[int]*topicSub{}, queuedAt: map[string]uint64{}}
 	l.state.RequireSigned = cfg.RequireSigned
 	return l, nil
 }
@@ -186,6 +188,13 @@ func (l *Link) State() LinkState {
 // Base is the appliance's base topic.
 func (l *Link) Base() string { return l.base }
 
+// The connection's timeouts: the TCP (and TLS) connection with the MQTT
+// handshake, and every write system call.
+const (
+	connectTimeout = 10 * time.Second
+	writeTimeout   = 10 * time.Second
+)
+
 // connectLoop keeps one connection up: it tries the brokers in order, one
 // paho client per attempt (auto-reconnect off, so no token outlives its
 // connection), and after every broker of the list failed waits a capped
@@ -196,7 +205,9 @@ func (l *Link) connectLoop(ctx context.Context) {
 	for ctx.Err() == nil {
 		broker := l.cfg.Brokers[idx%len(l.cfg.Brokers)]
 		lost := make(chan error, 1)
-		c := paho.NewClient(l.clientOptions(broker, lost))
+		var w atomic.Pointer[wire]
+		c := paho.NewClient(l.clientOptions(broker, lost).
+			SetCustomOpenConnectionFn(dialer(l.tls, connectTimeout, writeTimeout, w.Store)))
 		tok := c.Connect()
 		var err error
 		select {
@@ -221,15 +232,15 @@ func (l *Link) connectLoop(ctx context.Context) {
 			continue
 		}
 		failedPasses, failedInPass = 0, 0
-		l.runConnection(ctx, c, broker, lost)
+		l.runConnection(ctx, c, w.Load(), broker, lost)
 	}
 }
 
 // runConnection serves one established connection until it is lost or ctx
 // ends: the forwarder drains the outbox over it.
-func (l *Link) runConnection(ctx context.Context, c paho.Client, broker string, lost chan error) {
+func (l *Link) runConnection(ctx context.Context, c paho.Client, w *wire, broker string, lost chan error) {
 	l.mu.Lock()
-	l.client = c
+	l.client, l.wire = c, w
 	l.state.Connected, l.state.Broker, l.state.Since = true, broker, time.Now().UTC()
 	l.mu.Unlock()
 	l.log.Info("mqtt connected", slog.String("broker", broker))
@@ -244,7 +255,7 @@ func (l *Link) runConnection(ctx context.Context, c paho.Client, broker string, 
 	cancel()
 	<-fwdDone
 	l.mu.Lock()
-	l.client = nil
+	l.client, l.wire = nil, nil
 	l.state.Connected = false
 	l.mu.Unlock()
 	if why != nil {
@@ -279,7 +290,7 @@ func (l *Link) clientOptions(broker string, lost chan error) *paho.ClientOptions
 	o := paho.NewClientOptions().AddBroker(broker).SetClientID(l.opts.ApplianceID).
 		SetCleanSession(false).SetAutoReconnect(false).SetConnectRetry(false).
 		SetKeepAlive(l.cfg.Keepalive).SetPingTimeout(max(l.cfg.Keepalive/2, time.Second)).
-		SetConnectTimeout(10*time.Second).SetWriteTimeout(10*time.Second).
+		SetConnectTimeout(connectTimeout).SetWriteTimeout(writeTimeout).
 		SetOrderMatters(false).SetResumeSubs(false).
 		SetBinaryWill(l.base+"/status", l.statusPayload("offline"), 1, true).
 		SetDefaultPublishHandler(l.onMessage).
@@ -395,11 +406,11 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// current returns the connected client, nil while down.
-func (l *Link) current() paho.Client {
+// current returns the connected client and its wire, nil while down.
+func (l *Link) current() (paho.Client, *wire) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.client
+	return l.client, l.wire
 }
 
 // MQTTHealth is the link's state for health (gateway.MQTTHealthSource).

@@ -118,6 +118,7 @@ func (l *Link) publishTags(ctx context.Context) {
 	for _, ti := range l.opts.Gateway.ListTags(ctx, publishGrant) {
 		scans[ti.Path] = ti.Scan
 	}
+	topics := map[string]string{} // tags/<path> by path: each path checked once
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	var lost uint64
@@ -151,7 +152,7 @@ func (l *Link) publishTags(ctx context.Context) {
 			return
 		}
 		if len(pass) > 0 {
-			l.publishPass(ctx, pol, pass, scans)
+			l.publishPass(ctx, pol, pass, scans, topics)
 		}
 	}
 }
@@ -174,13 +175,16 @@ func (l *Link) take(pol *PublishPolicy, tv gateway.TagValue, pass []change, last
 			return pass
 		}
 	}
-	lastSent[tv.Path] = tv.Value
+	if r.Deadband > 0 { // the last value sent matters only to a deadband
+		lastSent[tv.Path] = tv.Value
+	}
 	return append(pass, change{tv, r})
 }
 
 // publishPass sends one pass of changes: per tag on tags/<path>, or
-// batched on `tags`, one message per scan class.
-func (l *Link) publishPass(ctx context.Context, pol *PublishPolicy, pass []change, scans map[string]time.Duration) {
+// batched on `tags`, one message per scan class. topics caches the
+// per-tag topics (an empty one: the path is not a valid topic).
+func (l *Link) publishPass(ctx context.Context, pol *PublishPolicy, pass []change, scans map[string]time.Duration, topics map[string]string) {
 	var q0, q1 []Message
 	add := func(m Message, qos int) {
 		if qos == 0 {
@@ -221,14 +225,22 @@ func (l *Link) publishPass(ctx context.Context, pol *PublishPolicy, pass []chang
 			add(Message{Topic: "tags", Payload: b, Retain: g.retain, Queued: now}, g.qos)
 		}
 	} else {
+		// The payloads share one allocation; the values of a scan share
+		// their time's text.
+		arena := make([]byte, 0, len(pass)*96)
+		var st stamper
 		for _, c := range pass {
-			topic, err := tagpath.Topic("tags", c.tv.Path)
-			if err != nil {
+			topic, seen := topics[c.tv.Path]
+			if !seen {
+				topic, _ = tagpath.Topic("tags", c.tv.Path)
+				topics[c.tv.Path] = topic
+			}
+			if topic == "" {
 				continue
 			}
-			v, _ := value.EncodeJSON(c.tv.Value)
-			b, _ := json.Marshal(tagMsg{V: v, Q: c.tv.Quality.String(), T: stamp(c.tv.Time), Seq: l.nextSeq(), Reason: c.tv.Reason})
-			add(Message{Topic: topic, Payload: b, Retain: c.rule.Retain, Queued: now}, c.rule.QoS)
+			start := len(arena)
+			arena = appendTagMsg(arena, c.tv.Value, c.tv.Quality, st.stamp(c.tv.Time), l.nextSeq(), c.tv.Reason)
+			add(Message{Topic: topic, Payload: arena[start:len(arena):len(arena)], Retain: c.rule.Retain, Queued: now}, c.rule.QoS)
 		}
 	}
 	if len(q1) > 0 {

@@ -32,6 +32,7 @@ const checkTimeout = 30 * time.Second
 // invalid naming the first; the module must not be saved. Without a runtime
 // the error is kind runtime_missing.
 func (p *Pool) Check(ctx context.Context, module, code string) (ModuleInfo, error) {
+	p.awaitWarm(ctx, p.startTimeout, false)
 	if err := p.runtimeErr(); err != nil {
 		return ModuleInfo{}, err
 	}

@@ -66,7 +66,8 @@ type HealthHardening struct {
 	CloneIntoCgroup string `json:"clone_into_cgroup"`
 }
 
-// HealthPython is the runtime: Status "ok", "missing" (no interpreter) or
+// HealthPython is the runtime: Status "ok", "starting" (Start is at work:
+// runs wait for it), "missing" (no interpreter) or
 // "failed" (it did not pass its handshake, or workers cannot start), the
 // version, the resolved path and, when not ok, the reason.
 type HealthPython struct {
@@ -90,6 +91,14 @@ func (p *Pool) Health() Health {
 	if h.Python.Status == "" {
 		h.Python.Status = "missing"
 		h.Python.Reason = "not started"
+		if p.started && !p.startReturned() {
+			h.Python.Status = "starting"
+			h.Python.Reason = "the workers are starting"
+		}
+	}
+	if h.Python.Status == "ok" && p.held() {
+		h.Python.Status = "starting" // the workers are up; what runs need is being installed
+		h.Python.Reason = "the project's scripts are being installed"
 	}
 	var slotErrs []string
 	for _, e := range p.slotErrs {

@@ -68,6 +68,7 @@ func (p *Pool) Lint(ctx context.Context, code string) (linter string, diags []Di
 	if len(code) > maxSource {
 		return "", nil, runErr(KindInvalid, "the code is %d bytes; the limit is %d", len(code), maxSource)
 	}
+	p.awaitWarm(ctx, p.startTimeout, false) // the linter and the guardrail as they will be
 	p.mu.RLock()
 	ruff := p.ruff
 	p.mu.RUnlock()

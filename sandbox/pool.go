@@ -148,6 +148,10 @@ type Pool struct {
 	status    string // "ok", "missing", "failed", "" before Start
 	reason    string
 	started   bool
+	startDone chan struct{} // closed when Start returns (warm.go)
+	holdMu    sync.Mutex
+	holds     int           // Hold's unreleased holds
+	holdC     chan struct{} // closed when the last is released; nil without holds
 	closed    bool
 	closing   chan struct{}
 	slotErrs  map[int]string
@@ -209,6 +213,7 @@ func New(cfg Config, svc Services, logger *slog.Logger) (*Pool, error) {
 		logger:       logger,
 		modules:      map[string]*moduleCode{},
 		closing:      make(chan struct{}),
+		startDone:    make(chan struct{}),
 		slotErrs:     map[int]string{},
 		q:            newRunQueue(max(cfg.Queue, 1), cfg.flowWorkers()),
 		jobs:         make(chan *job),
@@ -236,13 +241,26 @@ func (p *Pool) Allowed() []string { return p.pkgs.Allowed() }
 // Check fail with kind runtime_missing. Start returns an error only when ctx
 // ends or Start was called before.
 func (p *Pool) Start(ctx context.Context) error {
+	if err := p.begin(); err != nil {
+		return err
+	}
+	return p.start(ctx)
+}
+
+// begin marks the pool started; once only.
+func (p *Pool) begin() error {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.started {
-		p.mu.Unlock()
 		return errors.New("sandbox: Start called twice")
 	}
 	p.started = true
-	p.mu.Unlock()
+	return nil
+}
+
+// start is Start's work, after begin; startDone is closed when it returns.
+func (p *Pool) start(ctx context.Context) error {
+	defer close(p.startDone)
 
 	python, err := resolvePython(ctx, p.cfg.PythonPath)
 	ruff := findRuff(p.cfg.PythonPath, python)
@@ -504,6 +522,7 @@ func (p *Pool) RunNode(ctx context.Context, g auth.Grant, module, entry string, 
 }
 
 func (p *Pool) newJob(ctx context.Context, g auth.Grant, module, entry string, args json.RawMessage, timeout time.Duration) (*job, error) {
+	p.awaitWarm(ctx, p.runWait(module, entry, timeout), true)
 	if err := p.runtimeErr(); err != nil {
 		return nil, err
 	}

@@ -168,7 +168,7 @@ func TestEngine_Write_DriverGetsTheCoercedValue(t *testing.T) {
 	}
 	drv.mu.Lock()
 	defer drv.mu.Unlock()
-	for addr, want := range map[string]value.Value{"i": int64(7), "u": uint64(9), "f": float64(float32(0.1))} {
+	for addr, want := range map[string]value.Value{"i": int64(7), "u": uint64(9), "f": 0.1} { // f: float32(0.1), as its shortest decimal
 		got := drv.vals[addr].Value
 		if got != want {
 			t.Errorf("driver got %v (%T) for %s, want %v (%T)", got, got, addr, want, want)

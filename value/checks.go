@@ -73,7 +73,7 @@ func Conforms(t Type, v Value) bool {
 		return ok && x <= uintMax(t)
 	case Float32:
 		x, ok := v.(float64)
-		return ok && (float64(float32(x)) == x || math.IsNaN(x))
+		return ok && isFloat32Value(x)
 	case Float64:
 		_, ok := v.(float64)
 		return ok

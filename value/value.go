@@ -296,8 +296,9 @@ func Coerce(t Type, v Value) (Value, error) {
 			if !math.IsInf(f, 0) && !math.IsNaN(f) && math.Abs(f) > math.MaxFloat32 {
 				return nil, fmt.Errorf("%w: %s does not fit float32", ErrOutOfRange, show(f))
 			}
-			// The value a float32 tag holds is the nearest float32.
-			f = float64(float32(f))
+			// The value a float32 tag holds is the nearest float32, as
+			// its shortest decimal (Float32Decimal).
+			f = Float32Decimal(float32(f))
 		}
 		return f, nil
 	case String:

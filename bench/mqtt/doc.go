@@ -1,6 +1,7 @@
 // Package mqttbench is `make bench-mqtt` (issue 12, Benchmark): a real
 // qubiqd publishing simulator tags to a Mosquitto of its own (free
-// loopback port), measured by a subscriber on the same broker: tag values
+// loopback port), measured by a subscriber on the same broker (a minimal
+// MQTT client of the benchmark's own): tag values
 // per second at QoS 0 and QoS 1 one message per tag, and at QoS 1
 // batched (one message per scan); beside them mosquitto_pub (the C floor)
 // publishing the same payloads to the same broker in the same run; then

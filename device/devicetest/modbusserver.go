@@ -76,6 +76,10 @@ type Reply struct {
 	// cuts its exception frame after 4 bytes).
 	SplitAfter int
 	SplitPause time.Duration
+	// Sent, when set, gets a value once every byte of the reply is
+	// written (a send that would block is skipped): a test that must
+	// know trailing bytes are out before its next request waits for it.
+	Sent chan<- struct{}
 }
 
 // NewModbusServer starts a Modbus TCP server on 127.0.0.1:0; t.Cleanup
@@ -348,6 +352,12 @@ func (s *ModbusServer) handle(c io.ReadWriteCloser, rtu bool) {
 			}
 			if _, err := c.Write(out); err != nil {
 				return
+			}
+		}
+		if rep.Sent != nil {
+			select {
+			case rep.Sent <- struct{}{}:
+			default:
 			}
 		}
 		if rep.Close {

@@ -238,7 +238,7 @@ func decodeRegisters(s spec, raw []byte) (value.Value, error) {
 	case value.Uint64:
 		return binary.BigEndian.Uint64(b), nil
 	case value.Float32:
-		return float64(math.Float32frombits(binary.BigEndian.Uint32(b))), nil
+		return value.Float32Decimal(math.Float32frombits(binary.BigEndian.Uint32(b))), nil
 	case value.Float64:
 		return math.Float64frombits(binary.BigEndian.Uint64(b)), nil
 	}

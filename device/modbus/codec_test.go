@@ -38,7 +38,7 @@ func near(got, want float64) bool {
 }
 
 func TestDecodeRegisters_C01Float32Orders(t *testing.T) {
-	const want = 28.094512939453125 // float32(28.094513), docs/modbus.md, fault C01
+	const want = 28.094513 // the shortest decimal of float32(28.094513) (docs/values.md, "Types"), docs/modbus.md, fault C01
 	tests := []struct {
 		order  string
 		r0, r1 uint16
@@ -129,8 +129,8 @@ func TestDecodeRegisters_C02IEEEFloatNotScaledInt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v != any(238.60870361328125) || float32(v.(float64)) != float32(238.6087) {
-		t.Errorf("float32 CDAB = %v, want 238.60870361328125", v)
+	if v != any(238.6087) || float32(v.(float64)) != float32(238.6087) {
+		t.Errorf("float32 CDAB = %v, want 238.6087", v)
 	}
 	// The misreading of the case comes only from an explicit uint32 tag
 	// (scaled by 0.01 in the tag engine): 0x436E9BD4.

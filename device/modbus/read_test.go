@@ -52,8 +52,8 @@ func TestDriver_Read_MergedBlocks(t *testing.T) {
 		pt("DI7", value.Bool, ""),
 		pt("HR104.2", value.Bool, ""),
 	}
-	want := []value.Value{28.094512939453125, 28.094512939453125, int64(-20), uint64(65516), int64(100000), uint64(100000),
-		int64(-300), 238.60870361328125, true, false, true, true, true}
+	want := []value.Value{28.094513, 28.094513, int64(-20), uint64(65516), int64(100000), uint64(100000),
+		int64(-300), 238.6087, true, false, true, true, true}
 	before := srv.Count()
 	vs := d.Read(context.Background(), points)
 	for i, v := range vs {

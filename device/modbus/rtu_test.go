@@ -243,7 +243,7 @@ func TestDriver_RTU_EveryFunction(t *testing.T) {
 				d := newRTUDriver(t, url, func(c *Config) { c.WriteMode = mode })
 				points := []device.Point{pt("HR0", value.Float32, ""), pt("HR2", value.Int16, ""), pt("IR10", value.Float32, "CDAB"),
 					pt("CO0", value.Bool, ""), pt("CO1", value.Bool, ""), pt("CO2", value.Bool, ""), pt("DI5", value.Bool, "")}
-				want := []value.Value{28.094512939453125, int64(-20), 238.60870361328125, true, false, true, true}
+				want := []value.Value{28.094513, int64(-20), 238.6087, true, false, true, true}
 				for i, v := range d.Read(context.Background(), points) {
 					wantGood(t, mode+" "+points[i].Address, v, want[i])
 				}
@@ -309,19 +309,28 @@ func TestDriver_RTU_StrayBytesFlushed(t *testing.T) {
 				url = srv.URL()
 			}
 			srv.SetHolding(0, 7)
+			sent := make(chan struct{}, 1)
 			srv.SetHook(func(r devicetest.Request) *devicetest.Reply {
 				good := devicetest.RTUFrame(r.Unit, 3, []byte{2, 0, byte(r.N)})
 				switch r.N {
 				case 1: // a good answer, then junk that looks like a frame start
-					return &devicetest.Reply{Raw: append(good, 0x01, 0x03, 0x02), SplitAfter: len(good), SplitPause: 5 * time.Millisecond}
+					return &devicetest.Reply{Raw: append(good, 0x01, 0x03, 0x02), SplitAfter: len(good), SplitPause: 5 * time.Millisecond, Sent: sent}
 				case 2: // a late duplicate of a frame after the answer
-					return &devicetest.Reply{Raw: append(good, devicetest.RTUFrame(1, 3, []byte{2, 0, 99})...)}
+					return &devicetest.Reply{Raw: append(good, devicetest.RTUFrame(1, 3, []byte{2, 0, 99})...), Sent: sent}
 				}
-				return &devicetest.Reply{Raw: good}
+				return &devicetest.Reply{Raw: good, Sent: sent}
 			})
 			d := newRTUDriver(t, url, nil)
 			for poll := 1; poll <= 3; poll++ {
 				wantGood(t, fmt.Sprintf("poll %d", poll), read1(t, d, pt("HR0", value.Uint16, "")), uint64(poll))
+				// The stray bytes are out (however late a loaded machine
+				// runs the server) and have reached the line before the
+				// next request, as they would on a real bus.
+				select {
+				case <-sent:
+				case <-time.After(10 * time.Second):
+					t.Fatalf("poll %d: the server did not finish its reply", poll)
+				}
 				time.Sleep(20 * time.Millisecond)
 			}
 		})

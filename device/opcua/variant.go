@@ -101,11 +101,7 @@ func fromGoNote(x any, note *string) (value.Value, error) {
 	case uint64:
 		return t, nil
 	case float32:
-		if math.IsInf(float64(t), 0) || math.IsNaN(float64(t)) {
-			return float64(t), nil
-		}
-		f, _ := strconv.ParseFloat(strconv.FormatFloat(float64(t), 'g', -1, 32), 64)
-		return f, nil
+		return value.Float32Decimal(t), nil
 	case float64:
 		return t, nil
 	case string:

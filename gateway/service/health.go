@@ -36,7 +36,9 @@ func (s *Service) Health(context.Context) gateway.HealthReport {
 		if b, err := json.Marshal(h.Hardening); err == nil {
 			out.Sandbox.Hardening = b
 		}
-		if h.Python.Status != "ok" {
+		// A runtime still starting degrades nothing: runs wait for it
+		// (each at most its timeout), and it ends ok or in a reason.
+		if h.Python.Status != "ok" && h.Python.Status != "starting" {
 			degrade(fmt.Sprintf("python runtime %s: %s", h.Python.Status, h.Python.Reason))
 		}
 	}

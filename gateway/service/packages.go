@@ -20,6 +20,7 @@ import (
 
 // SandboxConfig returns the pool's settings as JSON.
 func (s *Service) SandboxConfig(ctx context.Context) (json.RawMessage, error) {
+	s.pool.AwaitStart(ctx)
 	b, err := json.Marshal(s.pool.Settings(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("sandbox settings: %w", err)
@@ -28,8 +29,8 @@ func (s *Service) SandboxConfig(ctx context.Context) (json.RawMessage, error) {
 }
 
 // ListPackages lists the installed packages.
-func (s *Service) ListPackages(context.Context) ([]gateway.Package, error) {
-	pk, err := s.pool.PackageManager().Packages()
+func (s *Service) ListPackages(ctx context.Context) ([]gateway.Package, error) {
+	pk, err := s.packages(ctx).Packages()
 	if err != nil {
 		return nil, err
 	}
@@ -41,7 +42,7 @@ func (s *Service) InstallPackage(ctx context.Context, g auth.Grant, req gateway.
 	if !req.AcknowledgeWidening {
 		progress = nil // the answer is the list of what it widens, not a stream
 	}
-	ch, err := s.pool.PackageManager().Install(ctx, packages.Request{Requirement: req.Requirement,
+	ch, err := s.packages(ctx).Install(ctx, packages.Request{Requirement: req.Requirement,
 		Acknowledge: req.AcknowledgeWidening, By: g.Principal}, progressOf(progress))
 	if err != nil {
 		return gateway.PackageChange{}, packageError(err)
@@ -55,7 +56,7 @@ func (s *Service) InstallPackage(ctx context.Context, g auth.Grant, req gateway.
 // and installs them without an index.
 func (s *Service) UploadPackages(ctx context.Context, g auth.Grant, files gateway.WheelFiles, acknowledge func() bool,
 	progress func(gateway.PackageProgress)) (gateway.PackageChange, error) {
-	pm := s.pool.PackageManager()
+	pm := s.packages(ctx)
 	up, err := pm.NewUpload()
 	if err != nil {
 		return gateway.PackageChange{}, err
@@ -92,7 +93,7 @@ func (s *Service) UploadPackages(ctx context.Context, g auth.Grant, files gatewa
 
 // RemovePackage removes an installed package.
 func (s *Service) RemovePackage(ctx context.Context, g auth.Grant, name string) (gateway.PackageChange, error) {
-	ch, err := s.pool.PackageManager().Remove(ctx, name, nil)
+	ch, err := s.packages(ctx).Remove(ctx, name, nil)
 	if err != nil {
 		return gateway.PackageChange{}, packageError(err)
 	}
@@ -102,7 +103,7 @@ func (s *Service) RemovePackage(ctx context.Context, g auth.Grant, name string) 
 
 // CheckIndex asks whether pip can reach the configured index.
 func (s *Service) CheckIndex(ctx context.Context) gateway.IndexCheck {
-	c := s.pool.PackageManager().CheckIndex(ctx)
+	c := s.packages(ctx).CheckIndex(ctx)
 	return gateway.IndexCheck{IndexURL: c.IndexURL, URL: c.URL, Reachable: c.Reachable, Status: c.Status,
 		DurationMS: c.DurationMs, Reason: c.Reason}
 }
@@ -167,4 +168,11 @@ func packageVersions(ps []packages.Package) []string {
 		out = append(out, p.Name+"=="+p.Version)
 	}
 	return out
+}
+
+// packages is the sandbox's package manager, once a start of the pool
+// under way returned (the manager needs the runtime it finds).
+func (s *Service) packages(ctx context.Context) *packages.Manager {
+	s.pool.AwaitStart(ctx)
+	return s.pool.PackageManager()
 }

@@ -30,13 +30,14 @@ func (s *Service) newPool() error {
 	return nil
 }
 
-// startScripts starts the workers, then registers the stored modules and
-// the project's script files (a file whose code differs from the stored
-// latest version is saved as a new version).
+// startScripts registers the stored modules and reads the project's
+// script files (one that cannot be read fails the start), then starts
+// the workers in the background, and after them saves each project file
+// whose code differs from the stored latest version as a new version:
+// the daemon is ready without waiting for the workers (docs/appliance.md,
+// Readiness). Until then runs wait, each at most its timeout (the pool's
+// Hold), and health shows the runtime starting. stopScripts ends it.
 func (s *Service) startScripts(ctx context.Context) error {
-	if err := s.pool.Start(ctx); err != nil {
-		return fmt.Errorf("sandbox: %w", err)
-	}
 	stored, err := s.db.Scripts()
 	if err != nil {
 		return err
@@ -52,6 +53,7 @@ func (s *Service) startScripts(ctx context.Context) error {
 		s.pool.SetModule(st.Module, st.Code, info, st.Version)
 	}
 	p := s.Project()
+	var changed []gateway.ScriptSource
 	for _, ps := range p.Scripts {
 		code, err := os.ReadFile(p.ScriptFile(ps))
 		if err != nil {
@@ -60,12 +62,42 @@ func (s *Service) startScripts(ctx context.Context) error {
 		if st, ok := latest[ps.Module]; ok && st.Code == string(code) {
 			continue
 		}
-		src := gateway.ScriptSource{Module: ps.Module, Code: string(code)}
-		if _, err := s.SaveScript(ctx, auth.Full("project", auth.RealmPlatform, "project"), src); err != nil {
-			s.log.Error("project script not loaded", slog.String("module", ps.Module), slog.Any("err", err))
-		}
+		changed = append(changed, gateway.ScriptSource{Module: ps.Module, Code: string(code)})
 	}
+	release := s.pool.Hold()
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	s.warmed = done
+	s.warmStop = func() { cancel(); <-done }
+	started := s.pool.StartBackground(wctx)
+	go func() {
+		defer close(done)
+		defer release()
+		if err := <-started; err != nil {
+			if wctx.Err() == nil {
+				s.log.Error("sandbox not started", slog.Any("err", err))
+			}
+			return
+		}
+		for _, src := range changed {
+			if _, err := s.SaveScript(wctx, auth.Full("project", auth.RealmPlatform, "project"), src); err != nil {
+				s.log.Error("project script not loaded", slog.String("module", src.Module), slog.Any("err", err))
+			}
+		}
+	}()
 	return nil
+}
+
+// Warmed is closed once the sandbox's warm-up (startScripts) ended: the
+// workers started, or the runtime's failure is in health.
+func (s *Service) Warmed() <-chan struct{} { return s.warmed }
+
+// stopScripts ends a warm-up still at work, then stops the workers.
+func (s *Service) stopScripts(ctx context.Context) error {
+	if s.warmStop != nil {
+		s.warmStop()
+	}
+	return s.pool.Close(ctx)
 }
 
 // scriptError turns a sandbox failure into the gateway's *ScriptError

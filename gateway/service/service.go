@@ -123,6 +123,9 @@ type Service struct {
 	audit   *store.AuditLog
 	started time.Time
 	warns   warnings // health warnings (warnings.go)
+	// warmStop ends the sandbox's warm-up and waits for it (scripts.go).
+	warmStop func()
+	warmed   chan struct{}
 
 	mqttMu  sync.Mutex // guards mqttSrc
 	mqttSrc gateway.MQTTHealthSource
@@ -234,7 +237,7 @@ func (s *Service) Steps() []Step {
 			}
 			return nil
 		}},
-		{Name: "sandbox", Start: s.startScripts, Stop: func(ctx context.Context) error { return s.pool.Close(ctx) }},
+		{Name: "sandbox", Start: s.startScripts, Stop: s.stopScripts},
 		{Name: "session sweep", Start: func(ctx context.Context) error { sweep.start(ctx, s.sweepSessions); return nil },
 			Stop: func(context.Context) error { sweep.stop(); return nil }},
 	}

@@ -1,0 +1,56 @@
+package daemon
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"qubiq.dev/edge/config"
+)
+
+// TestAutoLimit_HalfAgainTheLiveHeapPlusTheRest: auto is the live heap and
+// half again, plus what the runtime holds besides the heap, never below
+// the floor.
+func TestAutoLimit_HalfAgainTheLiveHeapPlusTheRest(t *testing.T) {
+	const mib = 1 << 20
+	// live 40 MiB; total 100 = heap 90 (objects 50, unused 5, free 10, released 25) + 10 besides
+	if got := autoLimit(40*mib, 100*mib, 50*mib, 5*mib, 10*mib, 25*mib); got != 70*mib {
+		t.Errorf("auto limit %d MiB, want 40 + 20 + 10 = 70", got/mib)
+	}
+	if got := autoLimit(2*mib, 8*mib, 3*mib, 1*mib, 1*mib, 1*mib); got != memoryFloor {
+		t.Errorf("a small heap: %d MiB, want the floor", got/mib)
+	}
+}
+
+// TestMemoryLimit_Config: memory.limit is auto by default, unlimited, or a
+// size of at least 16 MiB; anything else is refused naming the key.
+func TestMemoryLimit_Config(t *testing.T) {
+	for _, tt := range []struct {
+		yaml string
+		want int64
+		err  string
+	}{
+		{"", config.MemoryAuto, ""},
+		{"memory: {limit: auto}\n", config.MemoryAuto, ""},
+		{"memory: {limit: unlimited}\n", 0, ""},
+		{"memory: {limit: 48MiB}\n", 48 << 20, ""},
+		{"memory: {limit: 1MiB}\n", 0, "memory.limit: 1MiB is below 16 MiB"},
+		{"memory: {limit: lots}\n", 0, "memory.limit: bad size"},
+	} {
+		f := filepath.Join(t.TempDir(), "qubiq.yaml")
+		if err := os.WriteFile(f, []byte(tt.yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c, err := config.LoadDaemon(f)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("%q: %v, want an error naming %q", tt.yaml, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || c.Memory.LimitBytes != tt.want {
+			t.Errorf("%q: %v %+v, want %d", tt.yaml, err, c, tt.want)
+		}
+	}
+}

@@ -1,0 +1,48 @@
+package value
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestFloat32Decimal_ShortestAndBitExact: a float32 is held as its shortest
+// decimal (docs/values.md, "Types"), which converts back to the same
+// float32 bit for bit, over the examples of the docs and a random sample of
+// every bit pattern.
+func TestFloat32Decimal_ShortestAndBitExact(t *testing.T) {
+	for _, tt := range []struct {
+		bits uint32
+		want float64
+	}{
+		{0x3DCCCCCD, 0.1}, {0x41200000, 10}, {0xC2F6E979, -123.456}, {0x00000000, 0}, {0x7F7FFFFF, 3.4028235e38},
+	} {
+		if got := Float32Decimal(math.Float32frombits(tt.bits)); got != tt.want {
+			t.Errorf("Float32Decimal(%#08x) = %v, want %v", tt.bits, got, tt.want)
+		}
+	}
+	for _, tt := range []struct{ in, want float64 }{{12.345678, 12.345678}, {0.1000000001, 0.1}, {0.1, 0.1}} {
+		got, err := Coerce(Float32, tt.in)
+		if err != nil || got != tt.want {
+			t.Errorf("Coerce(float32, %v) = %v, %v; want %v", tt.in, got, err, tt.want)
+		}
+	}
+	r := rand.New(rand.NewPCG(7, 11))
+	for range 1_000_000 {
+		b := r.Uint32()
+		f := math.Float32frombits(b)
+		d := Float32Decimal(f)
+		if math.IsNaN(d) {
+			continue
+		}
+		if got := math.Float32bits(float32(d)); got != b {
+			t.Fatalf("float32(Float32Decimal(%#08x)) = %#08x: not the same float32", b, got)
+		}
+		if !Conforms(Float32, d) || !Conforms(Float32, float64(f)) {
+			t.Fatalf("%#08x: the decimal %v or the exact %v does not conform to float32", b, d, float64(f))
+		}
+	}
+	if Conforms(Float32, 0.1000000001) {
+		t.Error("0.1000000001 is not a float32 value (neither exact nor a shortest decimal) but conforms")
+	}
+}
