@@ -154,14 +154,25 @@ func health(t *testing.T, p *proc, url string) map[string]any {
 			var h map[string]any
 			err = json.NewDecoder(resp.Body).Decode(&h)
 			resp.Body.Close()
-			if err == nil {
+			// The sandbox's workers start after READY=1
+			// (docs/appliance.md, "Readiness"): the health that counts
+			// is the one once they are no longer starting.
+			if err == nil && pythonStatus(h) != "starting" {
 				return h
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("no /api/v1/health within 60 s\n%s", p.out.String())
+	t.Fatalf("no /api/v1/health with the sandbox started within 60 s\n%s", p.out.String())
 	return nil
+}
+
+// pythonStatus is sandbox.python.status of a health answer ("" when absent).
+func pythonStatus(h map[string]any) string {
+	sb, _ := h["sandbox"].(map[string]any)
+	py, _ := sb["python"].(map[string]any)
+	s, _ := py["status"].(string)
+	return s
 }
 
 // call does one JSON request with a bearer token.
