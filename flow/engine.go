@@ -130,6 +130,30 @@ type record struct {
 	By    string    `json:"by"`
 }
 
+// projectFlowLoaded reports whether the project file's definition doc of
+// flow name was already loaded, so Start keeps the flow's latest version
+// (a push since stays across restarts, docs/flows.md, "Versions"): the
+// newest version the project saved has doc; without one, any version has
+// it.
+func (e *Engine) projectFlowLoaded(name, doc string) (bool, error) {
+	_, recs, err := e.opts.Store.FlowVersions(name)
+	if err != nil {
+		return false, err
+	}
+	seen := false
+	for i := len(recs) - 1; i >= 0; i-- {
+		var r record
+		if json.Unmarshal(recs[i], &r) != nil {
+			continue
+		}
+		if r.By == "project" {
+			return r.Doc == doc, nil
+		}
+		seen = seen || r.Doc == doc
+	}
+	return seen, nil
+}
+
 // env is what flows are checked against now: the running project's tags
 // and saved scripts, the project's message handlers, the links.
 func (e *Engine) env(ctx context.Context) Env {
@@ -172,16 +196,13 @@ func (e *Engine) Start(ctx context.Context) error {
 		return err
 	}
 	for _, d := range defs {
-		_, rec, ok, err := e.opts.Store.FlowVersion(d.Name, 0)
+		loaded, err := e.projectFlowLoaded(d.Name, string(d.Doc))
 		if err != nil {
 			e.cancel()
 			return err
 		}
-		if ok {
-			var r record
-			if json.Unmarshal(rec, &r) == nil && r.Doc == string(d.Doc) {
-				continue
-			}
+		if loaded {
+			continue
 		}
 		if _, err := e.store(d.Name, 0, d.Doc, "project"); err != nil {
 			e.cancel()

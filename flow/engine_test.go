@@ -531,3 +531,57 @@ nodes:
 		t.Fatalf("the flow deleted: %d subscriptions, want 0", n)
 	}
 }
+
+// TestEngine_PushedFlowSurvivesRestart: the project's definition of a flow
+// is saved at start only when it changed since the project last saved it:
+// a version pushed since keeps running across restarts, and an edited
+// project definition is the next version (docs/flows.md, "Versions and
+// rollback").
+func TestEngine_PushedFlowSurvivesRestart(t *testing.T) {
+	st := newMemStore()
+	shared := func(o *Options) { o.Store = st }
+	project := func(behave string) string {
+		return fmt.Sprintf(`
+- name: f
+  trigger: {tag: Line1/In}
+  grant: {scopes: [tag:read, tag:write], write_level: operate}
+  nodes:
+    - {id: p, type: python, next: w, code: "def transform(msg):  # behave: %s\n    return msg\n"}
+    - {id: w, type: tag_write, path: Line1/Out}
+`, behave)
+	}
+	ctx := context.Background()
+	life := func(flows string, fn func(e *Engine)) {
+		t.Helper()
+		e := testEngine(t, newFakeGW(), flows, shared)
+		fn(e)
+		if err := e.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	version := func(e *Engine) int64 {
+		t.Helper()
+		s, err := e.Flow(ctx, designer, "f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Version
+	}
+	life(project("file"), func(e *Engine) {
+		pushed := []byte("trigger: {tag: Line1/In}\ngrant: {scopes: [tag:read, tag:write], write_level: operate}\n" +
+			"nodes:\n  - {id: p, type: python, next: w, code: \"def transform(msg):  # behave: pushed\\n    return msg\\n\"}\n  - {id: w, type: tag_write, path: Line1/Out}\n")
+		if s, err := e.SaveFlow(ctx, designer, gateway.FlowSource{Name: "f", Doc: pushed}); err != nil || s.Version != 2 {
+			t.Fatalf("push: %+v %v", s, err)
+		}
+	})
+	life(project("file"), func(e *Engine) {
+		if v := version(e); v != 2 {
+			t.Errorf("after a restart with the project unchanged, version %d runs, want the pushed 2", v)
+		}
+	})
+	life(project("edited"), func(e *Engine) {
+		if v := version(e); v != 3 {
+			t.Errorf("after the project's definition was edited, version %d runs, want 3", v)
+		}
+	})
+}

@@ -2,6 +2,8 @@ package service
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -59,10 +61,13 @@ func (s *Service) startScripts(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("project script %q: %w", ps.Module, err)
 		}
-		if st, ok := latest[ps.Module]; ok && st.Code == string(code) {
-			continue
+		load, err := s.projectScriptChanged(ps.Module, string(code), latest)
+		if err != nil {
+			return err
 		}
-		changed = append(changed, gateway.ScriptSource{Module: ps.Module, Code: string(code)})
+		if load {
+			changed = append(changed, gateway.ScriptSource{Module: ps.Module, Code: string(code)})
+		}
 	}
 	release := s.pool.Hold()
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -82,10 +87,63 @@ func (s *Service) startScripts(ctx context.Context) error {
 		for _, src := range changed {
 			if _, err := s.SaveScript(wctx, auth.Full("project", auth.RealmPlatform, "project"), src); err != nil {
 				s.log.Error("project script not loaded", slog.String("module", src.Module), slog.Any("err", err))
+				continue
 			}
+			s.noteProjectScript(src.Module, src.Code)
 		}
 	}()
 	return nil
+}
+
+// A project script file is loaded at start only when it changed since it
+// was last loaded (docs/scripting.md, "Modules, versions and entries"): a
+// version pushed since (REST, the console, MQTT) stays the running one
+// until the file itself is edited. The store's meta bucket keeps, per
+// module, the SHA-256 of the file's code as last loaded.
+func metaProjectScript(module string) string { return "project_script_sha256/" + module }
+
+// projectScriptChanged reports whether the project's file code for module
+// must be saved as a new version: it differs from what the file held when
+// last loaded (and from the latest version). A store from before the
+// record is kept counts the file as loaded when any stored version has
+// its code.
+func (s *Service) projectScriptChanged(module, code string, latest map[string]store.Script) (bool, error) {
+	sum := sha256.Sum256([]byte(code))
+	was, err := s.db.Meta(metaProjectScript(module))
+	if err != nil {
+		return false, err
+	}
+	if was != nil {
+		if string(was) == hex.EncodeToString(sum[:]) {
+			return false, nil // the file is as last loaded: keep what runs
+		}
+		if st, ok := latest[module]; ok && st.Code == code {
+			s.noteProjectScript(module, code)
+			return false, nil
+		}
+		return true, nil
+	}
+	vs, err := s.db.ScriptVersions(module)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return false, err
+	}
+	for _, v := range vs {
+		if v.Code == code {
+			s.noteProjectScript(module, code)
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// noteProjectScript records code as the project file's code last loaded
+// for module; a record that cannot be written is logged (the next start
+// then loads the file again).
+func (s *Service) noteProjectScript(module, code string) {
+	sum := sha256.Sum256([]byte(code))
+	if err := s.db.PutMeta(metaProjectScript(module), []byte(hex.EncodeToString(sum[:]))); err != nil {
+		s.log.Error("project script load not recorded", slog.String("module", module), slog.Any("err", err))
+	}
 }
 
 // Warmed is closed once the sandbox's warm-up (startScripts) ended: the
