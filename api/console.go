@@ -53,7 +53,7 @@ func consoleSession(r *http.Request, rt route, info auth.SessionInfo, panel stri
 	}
 	if info.Realm != auth.RealmPlatform {
 		return false, errorf(http.StatusForbidden, KindPermissionDenied,
-			"the console is for platform-realm users; %q is a %s user: use the LiveView panels", info.User, info.Realm)
+			"the console is for platform-realm users; %q is a user of the %s realm: use the LiveView panels", info.User, info.Realm)
 	}
 	return true, nil
 }

@@ -106,6 +106,10 @@ func (s *Server) authorize(r *http.Request, rt route, target string) (*http.Requ
 	token, ok := bearer(r)
 	if !ok {
 		s.refusedCredential(r, target, gateway.CredentialMissing)
+		if r.Header.Get("Authorization") != "" {
+			return r, auth.Grant{}, errorf(http.StatusUnauthorized, KindUnauthenticated,
+				"the Authorization header is not of the form \"Bearer <token>\" (RFC 6750 §2.1): send Authorization: Bearer <token>")
+		}
 		return r, auth.Grant{}, errorf(http.StatusUnauthorized, KindUnauthenticated,
 			"missing credentials: send Authorization: Bearer <token>")
 	}

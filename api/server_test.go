@@ -26,8 +26,9 @@ func TestServer_Middleware_Unauthenticated(t *testing.T) {
 		name, header, wantDetail string
 	}{
 		{"no header", "", "missing credentials"},
-		{"basic scheme", "Basic YWRtaW46eA==", "missing credentials"},
-		{"empty bearer", "Bearer ", "missing credentials"},
+		{"basic scheme", "Basic YWRtaW46eA==", `not of the form "Bearer <token>"`},
+		{"empty bearer", "Bearer ", `not of the form "Bearer <token>"`},
+		{"token without the scheme", "qbk_abc", `not of the form "Bearer <token>"`},
 		{"unknown token", "Bearer nope", "invalid, revoked or expired"},
 		{"expired grant", "Bearer " + tokExpired, "credentials expired at 2025-03-01T11:59:59Z"},
 		{"lowercase scheme, unknown", "bearer nope", "invalid, revoked or expired"},

@@ -44,8 +44,15 @@ type Client struct {
 // DefaultTimeout. The error names a baseURL that is not an http(s) URL.
 func New(baseURL, apiKey string, hc *http.Client) (*Client, error) {
 	u, err := url.Parse(baseURL)
-	if err != nil {
-		return nil, fmt.Errorf("daemon URL %q: %w", baseURL, err)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https" && !strings.Contains(baseURL, "://")) {
+		// "127.0.0.1:8080", "localhost:8080": a host and port without the
+		// scheme.
+		if h, perr := url.Parse("http://" + baseURL); perr == nil && h.Host != "" && h.Port() != "" {
+			return nil, fmt.Errorf("daemon URL %q has no scheme: did you mean http://%s (or https:// with TLS)?", baseURL, baseURL)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("daemon URL %q: %w", baseURL, err)
+		}
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("daemon URL %q: want http://HOST:PORT or https://HOST:PORT", baseURL)

@@ -257,3 +257,17 @@ func TestNew_BadURL(t *testing.T) {
 		}
 	}
 }
+
+// TestNew_URLWithoutScheme: a host and port without http:// is refused
+// with the URL it probably meant.
+func TestNew_URLWithoutScheme(t *testing.T) {
+	for _, u := range []string{"127.0.0.1:8080", "localhost:8080"} {
+		_, err := client.New(u, "", nil)
+		if err == nil || !strings.Contains(err.Error(), "did you mean http://"+u) {
+			t.Errorf("New(%q) = %v, want a hint naming http://%s", u, err, u)
+		}
+	}
+	if _, err := client.New("http://127.0.0.1:8080", "", nil); err != nil {
+		t.Errorf("a good URL: %v", err)
+	}
+}

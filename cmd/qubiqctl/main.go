@@ -334,10 +334,11 @@ func (c *cli) report(err error) int {
 			// --json prints the API's problem document too, for scripts.
 			_ = c.printJSON(apitypes.Problem{Type: pe.Type, Title: pe.Title, Status: pe.Status, Detail: pe.Detail, Kind: pe.Kind})
 		}
-		fmt.Fprintf(c.stderr, "qubiqctl: %s\n", pe.Error())
 		if pe.Status == http.StatusUnauthorized && c.g.apiKey == "" {
+			// The cause first: the daemon's words follow.
 			fmt.Fprintln(c.stderr, "qubiqctl: no API key given: use --api-key or QUBIQ_API_KEY")
 		}
+		fmt.Fprintf(c.stderr, "qubiqctl: %s\n", pe.Error())
 	default:
 		fmt.Fprintf(c.stderr, "qubiqctl: %v\n", err)
 		tlsHint(c.stderr, err)
