@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 
 	"qubiq.dev/edge/alarm"
 	"qubiq.dev/edge/api/apitypes"
@@ -35,6 +36,14 @@ func Check(path string, log *slog.Logger) error {
 	}
 	for _, w := range configWarnings(cfg, builtParts) {
 		log.Warn(w)
+	}
+	if py := cfg.Python.Path; py != "" {
+		// Not an error: the daemon starts without its interpreter, with
+		// the sandbox degraded (docs/scripting.md), but a check that passes
+		// should say so.
+		if _, err := os.Stat(py); err != nil {
+			log.Warn(fmt.Sprintf("python.path %s (or PYTHON_PATH): %v: the daemon would start with every script run failing as runtime_missing", py, err))
+		}
 	}
 	var serr error
 	if _, err := alarm.ParseSettings(&cfg.Alarms); err != nil {

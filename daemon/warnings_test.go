@@ -120,4 +120,13 @@ func TestCheck_LogsTheStartsWarnings(t *testing.T) {
 	if !strings.Contains(buf.String(), "level=WARN") || !strings.Contains(buf.String(), "python.memory_max: unlimited") {
 		t.Errorf("check logged %q, want the memory_max warning", buf.String())
 	}
+	// An interpreter that is not there: still ok, but said.
+	t.Setenv("PYTHON_PATH", filepath.Join(dir, "no-such-python"))
+	buf.Reset()
+	if err := Check(f, slog.New(slog.NewTextHandler(&buf, nil))); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "no-such-python") || !strings.Contains(buf.String(), "runtime_missing") {
+		t.Errorf("check logged %q, want the missing interpreter named", buf.String())
+	}
 }
