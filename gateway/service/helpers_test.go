@@ -91,6 +91,28 @@ func withStoredProject(t *testing.T, opts Options, src string) Options {
 	return opts
 }
 
+// simService is a service over a stored project of one simulator device
+// and the float64 memory tag Line1/Setpoint, with its tag engine and
+// sandbox started; both stop when t ends.
+func simService(t *testing.T) *Service {
+	t.Helper()
+	s := newService(t, withStoredProject(t, testOptions(t, t.TempDir()), `
+devices:
+  - {name: sim, driver: sim}
+tags:
+  - {path: Line1/Setpoint, device: sim, address: memory, type: float64}
+`))
+	for _, st := range s.Steps() {
+		if st.Name == "tag engine" || st.Name == "sandbox" {
+			if err := st.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Stop(context.Background()) })
+		}
+	}
+	return s
+}
+
 // startEngine starts the tag engine and stops it when t ends.
 func startEngine(t *testing.T, s *Service) {
 	t.Helper()

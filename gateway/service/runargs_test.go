@@ -14,22 +14,8 @@ import (
 // args sends it) reaches the entry as {}; an explicit null as None; a
 // value as itself.
 func TestRunScript_AbsentArgsAreAnEmptyObject(t *testing.T) {
-	dir := t.TempDir()
-	s := newService(t, withStoredProject(t, testOptions(t, dir), `
-devices:
-  - {name: sim, driver: sim}
-tags:
-  - {path: Line1/Setpoint, device: sim, address: memory, type: float64}
-`))
+	s := simService(t)
 	ctx := context.Background()
-	for _, st := range s.Steps() {
-		if st.Name == "tag engine" || st.Name == "sandbox" {
-			if err := st.Start(ctx); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { st.Stop(context.Background()) })
-		}
-	}
 	des := auth.Grant{Principal: "des", Realm: auth.RealmPlatform, Origin: "rest",
 		Scopes: []auth.Scope{auth.ScriptExecute}, WriteLevel: auth.LevelDesign, Permissions: []auth.Permission{auth.Designer}}
 	if _, err := s.SaveScript(ctx, des, gateway.ScriptSource{Module: "m", Code: "def echo(args):\n    return repr(args)\n"}); err != nil {

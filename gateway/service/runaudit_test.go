@@ -14,22 +14,8 @@ import (
 // permission_denied or timeout is recorded with that result at the top
 // of its audit record, a run that returned with "ok".
 func TestRunScript_AuditResultIsTheOutcome(t *testing.T) {
-	dir := t.TempDir()
-	s := newService(t, withStoredProject(t, testOptions(t, dir), `
-devices:
-  - {name: sim, driver: sim}
-tags:
-  - {path: Line1/Setpoint, device: sim, address: memory, type: float64}
-`))
+	s := simService(t)
 	ctx := context.Background()
-	for _, st := range s.Steps() {
-		if st.Name == "tag engine" || st.Name == "sandbox" {
-			if err := st.Start(ctx); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { st.Stop(context.Background()) })
-		}
-	}
 	des := auth.Grant{Principal: "des", Realm: auth.RealmPlatform, Origin: "rest",
 		Scopes: []auth.Scope{auth.TagRead, auth.ScriptExecute}, WriteLevel: auth.LevelDesign, Permissions: []auth.Permission{auth.Designer}}
 	code := "def ok(args):\n    return 1\n\n" +

@@ -18,22 +18,8 @@ import (
 // permission_denied), instead of running on to its timeout; as a script
 // of a revoked API key does.
 func TestRunScript_PanelScriptStopsWhenItsSessionEnds(t *testing.T) {
-	dir := t.TempDir()
-	s := newService(t, withStoredProject(t, testOptions(t, dir), `
-devices:
-  - {name: sim, driver: sim}
-tags:
-  - {path: Line1/Setpoint, device: sim, address: memory, type: float64}
-`))
+	s := simService(t)
 	ctx := context.Background()
-	for _, st := range s.Steps() {
-		if st.Name == "tag engine" || st.Name == "sandbox" {
-			if err := st.Start(ctx); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { st.Stop(context.Background()) })
-		}
-	}
 	admin := auth.Full("admin", auth.RealmPlatform, "rest")
 	if err := s.AddUser(ctx, admin, gateway.NewUser{Name: "op1", Realm: auth.RealmOperator, Level: auth.LevelOperate, Password: "op1-password"}); err != nil {
 		t.Fatal(err)

@@ -16,22 +16,8 @@ import (
 // versions (a replayed or older version refused), run an entry named
 // "module.entry", roll back, write a tag, audit the command.
 func TestGateway_SupervisorFront(t *testing.T) {
-	dir := t.TempDir()
-	s := newService(t, withStoredProject(t, testOptions(t, dir), `
-devices:
-  - {name: sim, driver: sim}
-tags:
-  - {path: Line1/Setpoint, device: sim, address: memory, type: float64}
-`))
+	s := simService(t)
 	ctx := context.Background()
-	for _, st := range s.Steps() {
-		if st.Name == "tag engine" || st.Name == "sandbox" {
-			if err := st.Start(ctx); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { st.Stop(context.Background()) })
-		}
-	}
 	var gw gateway.Gateway = s
 	g := auth.Grant{Principal: "supervisor-a", Realm: auth.RealmSupervisor, Origin: "mqtt",
 		Scopes: []auth.Scope{auth.TagRead, auth.TagWrite, auth.ScriptExecute}, WriteLevel: auth.LevelSupervise,
