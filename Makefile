@@ -61,9 +61,11 @@ lint:
 	$(GO) vet -tags bench ./bench/...
 
 # One run: unit tests and the integration tests (build tag `integration`,
-# real peers on loopback), all with the race detector.
+# real peers on loopback), all with the race detector; then every fuzz
+# target explored for a short bounded time (fuzz-short).
 test: deps lint build
 	PYTHON_PATH=$(PYTHON) QUBIQ_BIN=$(CURDIR)/$(BIN) $(GO) test -race -tags integration -count=1 -timeout 18m $(PKGS)
+	@$(MAKE) --no-print-directory fuzz-short
 
 test-unit: deps-go
 	PYTHON_PATH=$(PYTHON) $(GO) test -race -count=1 -timeout 15m $(PKGS)
@@ -117,13 +119,23 @@ bundle: package
 
 # Fuzz targets (testing.F). `make test` runs each target's seeds (the
 # f.Add values and the package's testdata/fuzz/<Target>/ files) as ordinary
-# tests; `make fuzz` explores each target for FUZZTIME, one after the other
+# tests, then explores each for FUZZ_SHORT (fuzz-short, about 1.5 min in
+# all); `make fuzz` explores each target for FUZZTIME, one after the other
 # (go test fuzzes one target per run). A failing input is written to the
 # package's testdata/fuzz: commit it, it becomes a seed.
 FUZZTIME ?= 60s
 FUZZ_TARGETS := ./config:FuzzParseProject ./config:FuzzReadTagsCSV ./config:FuzzTagScalars \
 	./device/opcua:FuzzDecodeDataValue ./device/modbus:FuzzResponse ./device/modbus:FuzzReadRTUFrame \
 	./sandbox/rpc:FuzzReadFrames ./sandbox/rpc:FuzzWriteMessages ./api:FuzzDecodeBody ./mqtt:FuzzDecodeEnvelope
+
+# fuzz-short is `make test`'s bounded pass: each target for FUZZ_SHORT.
+FUZZ_SHORT ?= 4s
+.PHONY: fuzz-short
+fuzz-short: deps-go
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
+	  echo "fuzz $$pkg $$fn for $(FUZZ_SHORT)"; \
+	  $(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZ_SHORT) $$pkg || exit 1; \
+	done
 
 .PHONY: fuzz
 fuzz: deps-go
