@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"qubiq.dev/edge/config"
+	"qubiq.dev/edge/internal/exepages"
 )
 
 // The daemon's soft memory limit (memory.limit, docs/config.md): the Go
@@ -92,5 +93,41 @@ func (s *System) startMemoryLimit(ctx context.Context) {
 				apply()
 			}
 		}
+	}()
+}
+
+// exePagesAfter is how long after the sandbox's workers are up (or have
+// failed) the daemon releases its executable's pages: past the start-up,
+// the first scans and the first requests.
+const exePagesAfter = 3 * time.Second
+
+// startExePages applies memory.exe_pages (docs/config.md): with release,
+// exePagesAfter past the sandbox's warm-up, the executable's pages that
+// start-up touched are dropped from the resident set (package exepages)
+// and only those the daemon keeps using fault back in. A failure changes
+// nothing but the figure and is logged at debug.
+func (s *System) startExePages(ctx context.Context) {
+	if s.cfg.Memory.ExePages == config.ExePagesKeep {
+		return
+	}
+	go func() {
+		select {
+		case <-s.svc.Warmed():
+		case <-ctx.Done():
+			return
+		}
+		t := time.NewTimer(exePagesAfter)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+		n, err := exepages.Release()
+		if err != nil {
+			s.log.Debug("executable pages: not released", slog.Any("err", err), slog.Int64("bytes", n))
+			return
+		}
+		s.log.Debug("executable pages released", slog.Int64("bytes", n))
 	}()
 }

@@ -54,3 +54,31 @@ func TestMemoryLimit_Config(t *testing.T) {
 		}
 	}
 }
+
+// TestExePages_Config: memory.exe_pages is release by default, or keep;
+// anything else is refused naming the key.
+func TestExePages_Config(t *testing.T) {
+	for _, tt := range []struct {
+		yaml, want, err string
+	}{
+		{"", config.ExePagesRelease, ""},
+		{"memory: {exe_pages: release}\n", config.ExePagesRelease, ""},
+		{"memory: {exe_pages: Keep}\n", config.ExePagesKeep, ""},
+		{"memory: {exe_pages: drop}\n", "", `memory.exe_pages: "drop" is neither release nor keep`},
+	} {
+		f := filepath.Join(t.TempDir(), "qubiq.yaml")
+		if err := os.WriteFile(f, []byte(tt.yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c, err := config.LoadDaemon(f)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("%q: %v, want an error naming %q", tt.yaml, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || c.Memory.ExePages != tt.want {
+			t.Errorf("%q: %v %+v, want %q", tt.yaml, err, c.Memory, tt.want)
+		}
+	}
+}
