@@ -116,12 +116,7 @@ func (s *System) watchdog() *systemd.Watchdog {
 // A project without polled tags has nothing to wedge: it is always now.
 func (s *System) scanProgress() time.Time {
 	eng := s.svc.Engine()
-	p := s.svc.Project()
-	scans := make([]string, len(p.Tags))
-	for i, t := range p.Tags {
-		scans[i] = t.Scan
-	}
-	longest := longestScan(scans)
+	longest := longestScan(s.svc.TagScans())
 	if eng == nil || longest == 0 {
 		return time.Now()
 	}

@@ -238,7 +238,7 @@ func (s *System) Run(ctx context.Context) error {
 		}
 	}()
 	s.startMemoryLimit(rctx) // after the start-up's own peak: auto follows the running heap
-	s.startExePages(rctx)
+	s.startSettle(rctx)      // the start-up's leftovers: decoded tags, executable pages
 	wd := s.watchdog()
 	go func() { _ = wd.Run(rctx) }()
 	trialFailed := make(chan error, 1)

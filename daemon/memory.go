@@ -96,31 +96,34 @@ func (s *System) startMemoryLimit(ctx context.Context) {
 	}()
 }
 
-// exePagesAfter is how long after the sandbox's workers are up (or have
-// failed) the daemon releases its executable's pages: past the start-up,
-// the first scans and the first requests.
-const exePagesAfter = 3 * time.Second
+// settleAfter is how long after the sandbox's workers are up (or have
+// failed) the daemon gives back what only its start-up used: past the
+// start-up, the first scans and the first requests.
+const settleAfter = 3 * time.Second
 
-// startExePages applies memory.exe_pages (docs/config.md): with release,
-// exePagesAfter past the sandbox's warm-up, the executable's pages that
-// start-up touched are dropped from the resident set (package exepages)
-// and only those the daemon keeps using fault back in. A failure changes
-// nothing but the figure and is logged at debug.
-func (s *System) startExePages(ctx context.Context) {
-	if s.cfg.Memory.ExePages == config.ExePagesKeep {
-		return
-	}
+// startSettle gives back, settleAfter past the sandbox's warm-up, what
+// only the start-up needed: the running project's decoded tags (the
+// service keeps the figures it answers from, and decodes them again from
+// the store for an import or export), then, under memory.exe_pages:
+// release (docs/config.md), the executable's pages the start-up touched
+// (package exepages): only those the daemon keeps using fault back in. A
+// failure changes nothing but the figure and is logged at debug.
+func (s *System) startSettle(ctx context.Context) {
 	go func() {
 		select {
 		case <-s.svc.Warmed():
 		case <-ctx.Done():
 			return
 		}
-		t := time.NewTimer(exePagesAfter)
+		t := time.NewTimer(settleAfter)
 		defer t.Stop()
 		select {
 		case <-t.C:
 		case <-ctx.Done():
+			return
+		}
+		s.svc.ReleaseTags()
+		if s.cfg.Memory.ExePages == config.ExePagesKeep {
 			return
 		}
 		n, err := exepages.Release()

@@ -415,7 +415,7 @@ func checkUsers(p *config.Project) error {
 
 // seedUsers creates the project's seed users whose names are free.
 func (s *Service) seedUsers() error {
-	us, err := parseUsers(s.Project())
+	us, err := parseUsers(s.running())
 	errs := []error{err}
 	for _, su := range us {
 		created, err := s.users.Seed(su.user)

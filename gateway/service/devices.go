@@ -24,11 +24,8 @@ import (
 func (s *Service) ListDevices(context.Context) []gateway.DeviceInfo {
 	eng := s.Engine()
 	states, stats := eng.DeviceStates(), eng.DeviceStats()
-	p := s.Project()
-	count := map[string]int{}
-	for _, t := range p.Tags {
-		count[t.Device]++
-	}
+	rp := s.project.Load()
+	p, count := rp.p, rp.perDevice
 	var out []gateway.DeviceInfo
 	for _, dc := range p.Devices {
 		var raw struct {
@@ -101,7 +98,7 @@ const (
 
 // certDir returns a device's certificate store.
 func (s *Service) certDir(device string) (string, error) {
-	for _, dc := range s.Project().Devices {
+	for _, dc := range s.running().Devices {
 		if dc.Name != device {
 			continue
 		}

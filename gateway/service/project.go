@@ -64,10 +64,10 @@ func (s *Service) loadProject() error {
 		if err := s.db.PutProject(doc); err != nil {
 			return err
 		}
-		s.project.Store(p)
+		s.setProject(p)
 		return nil
 	}
-	s.project.Store(&config.Project{File: s.projectFile()})
+	s.setProject(&config.Project{File: s.projectFile()})
 	doc, err := s.projectDoc()
 	if err != nil || doc == nil {
 		return err
@@ -77,7 +77,7 @@ func (s *Service) loadProject() error {
 		return fmt.Errorf("stored project: %w", err)
 	}
 	p.File = s.projectFile()
-	s.project.Store(p)
+	s.setProject(p)
 	return nil
 }
 
@@ -221,7 +221,7 @@ func (s *Service) applyProject(ctx context.Context, g auth.Grant, doc []byte, ac
 		return diff, fmt.Errorf("project import: start the new tag engine: %w", err)
 	}
 	s.applyAlarms(p)
-	s.project.Store(p)
+	s.setProject(p)
 	s.applyData(p)
 	if s.opts.Addresses != nil {
 		s.opts.Addresses.Watch(context.WithoutCancel(ctx))
@@ -235,6 +235,7 @@ func (s *Service) applyProject(ctx context.Context, g auth.Grant, doc []byte, ac
 	s.log.Info("project applied", slog.String("action", action), slog.String("principal", g.Principal),
 		slog.Int("tags", len(p.Tags)), slog.Int("tags_added", len(diff.TagsAdded)), slog.Int("tags_changed", len(diff.TagsChanged)),
 		slog.Int("tags_removed", len(diff.TagsRemoved)), slog.Any("restart_required", restartRequired(diff)))
+	s.releaseTags() // applied: the engine, alarms and data hold what they need
 	return diff, nil
 }
 

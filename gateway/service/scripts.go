@@ -54,7 +54,7 @@ func (s *Service) startScripts(ctx context.Context) error {
 		}
 		s.pool.SetModule(st.Module, st.Code, info, st.Version)
 	}
-	p := s.Project()
+	p := s.running() // its scripts
 	var changed []gateway.ScriptSource
 	for _, ps := range p.Scripts {
 		code, err := os.ReadFile(p.ScriptFile(ps))
@@ -323,7 +323,7 @@ func (s *Service) ListScripts(context.Context, auth.Grant) ([]gateway.ScriptInfo
 		return nil, err
 	}
 	lv := map[string][]string{}
-	for _, ps := range s.Project().Scripts {
+	for _, ps := range s.running().Scripts {
 		lv[ps.Module] = ps.LiveView
 	}
 	out := []gateway.ScriptInfo{}

@@ -136,7 +136,7 @@ type Service struct {
 
 	// The project and the tag engine are replaced as a whole by a
 	// project import (project.go); read them at each use.
-	project atomic.Pointer[config.Project]
+	project atomic.Pointer[runningProject] // projecttags.go
 	engine  atomic.Pointer[tagengine.Engine]
 	applyMu sync.Mutex // serialises project imports
 
@@ -257,10 +257,6 @@ func (s *Service) Close(ctx context.Context) {
 	}
 }
 
-// Project returns the running project (never changed; an import replaces
-// it).
-func (s *Service) Project() *config.Project { return s.project.Load() }
-
 // Engine returns the running tag engine; an import replaces it.
 func (s *Service) Engine() *tagengine.Engine { return s.engine.Load() }
 
@@ -272,14 +268,11 @@ func (s *Service) Alive(maxAge time.Duration) error {
 	if eng == nil {
 		return nil
 	}
-	if len(s.Project().Tags) > 0 && time.Since(eng.Progress()) > maxAge {
+	if s.TagCount() > 0 && time.Since(eng.Progress()) > maxAge {
 		return fmt.Errorf("no scan completed for %s", time.Since(eng.Progress()).Round(time.Second))
 	}
 	return nil
 }
-
-// TagCount is the number of tags of the running project.
-func (s *Service) TagCount() int { return len(s.Project().Tags) }
 
 // filesDir is system.files' root in the data dir.
 func (s *Service) filesDir() string { return filepath.Join(s.opts.DataDir, "files") }
