@@ -197,8 +197,10 @@ const (
 )
 
 // LoadDaemon reads and validates the daemon configuration at path. The
-// environment variables PYTHON_PATH and PYTHON_WORKER_REPLICAS override
-// python.path and python.replicas. Relative paths (data_dir, project) are
+// environment variables PYTHON_PATH, PYTHON_WORKER_REPLICAS,
+// QUBIQ_HTTP_LISTEN and QUBIQ_DIAGNOSTICS_LISTEN override python.path,
+// python.replicas, http.listen and diagnostics.listen (docs/config.md,
+// "Environment"). Relative paths (data_dir, project) are
 // made absolute against the file's directory. Every problem found is in the
 // returned error, each naming the file and, where known, the line
 // (config.Problems lists them). Unless the file cannot be read or is not
@@ -233,8 +235,14 @@ func LoadDaemon(path string) (*Daemon, error) {
 	if d.Project != "" {
 		d.Project = resolve(dir, d.Project)
 	}
+	if v := os.Getenv("QUBIQ_HTTP_LISTEN"); v != "" {
+		d.HTTP.Listen = v
+	}
 	if d.HTTP.Listen == "" {
 		d.HTTP.Listen = DefaultListen
+	}
+	if v := os.Getenv("QUBIQ_DIAGNOSTICS_LISTEN"); v != "" {
+		d.Diagnostics.Listen = v
 	}
 	if v := os.Getenv("PYTHON_PATH"); v != "" {
 		d.Python.Path = v
