@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -67,5 +68,25 @@ func TestLoadDaemon_EveryProblemAtItsLine(t *testing.T) {
 		if !shape.MatchString(l) {
 			t.Errorf("problem %q is not FILE:LINE: what", l)
 		}
+	}
+}
+
+// TestLoadDaemon_ListenEnvironment: QUBIQ_HTTP_LISTEN and
+// QUBIQ_DIAGNOSTICS_LISTEN replace http.listen and diagnostics.listen
+// (docs/config.md, "Environment"), and are checked as the keys are.
+func TestLoadDaemon_ListenEnvironment(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "qubiq.yaml")
+	if err := os.WriteFile(path, []byte("data_dir: data\nhttp: {listen: 127.0.0.1:8080}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("QUBIQ_HTTP_LISTEN", "127.0.0.1:18080")
+	t.Setenv("QUBIQ_DIAGNOSTICS_LISTEN", "off")
+	d, err := LoadDaemon(path)
+	if err != nil || d.HTTP.Listen != "127.0.0.1:18080" || d.Diagnostics.Listen != "off" {
+		t.Fatalf("LoadDaemon = %+v, %v; want the environment's listeners", d, err)
+	}
+	t.Setenv("QUBIQ_DIAGNOSTICS_LISTEN", "nohost")
+	if _, err := LoadDaemon(path); err == nil || !strings.Contains(err.Error(), `diagnostics.listen "nohost"`) {
+		t.Fatalf("a bad QUBIQ_DIAGNOSTICS_LISTEN: %v", err)
 	}
 }
