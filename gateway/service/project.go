@@ -12,6 +12,8 @@ import (
 	"slices"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"qubiq.dev/edge/auth"
 	"qubiq.dev/edge/config"
 	"qubiq.dev/edge/device"
@@ -181,7 +183,7 @@ func (s *Service) applyProject(ctx context.Context, g auth.Grant, doc []byte, ac
 		return config.ProjectDiff{}, projectError(perr)
 	}
 	p.File = s.projectFile()
-	if err := errors.Join(perr, s.check(p)); err != nil {
+	if err := errors.Join(perr, s.check(p), emptyImport(doc, p, s.Project())); err != nil {
 		return config.ProjectDiff{}, projectError(err)
 	}
 	for _, c := range s.opts.GrantChecks {
@@ -231,6 +233,28 @@ func (s *Service) applyProject(ctx context.Context, g auth.Grant, doc []byte, ac
 		slog.Int("tags", len(p.Tags)), slog.Int("tags_added", len(diff.TagsAdded)), slog.Int("tags_changed", len(diff.TagsChanged)),
 		slog.Int("tags_removed", len(diff.TagsRemoved)), slog.Any("restart_required", restartRequired(diff)))
 	return diff, nil
+}
+
+// emptyImport refuses a document that names neither devices: nor tags:
+// (such as "{}", or the wrong file) while the running project has some: it
+// would remove every device and tag, and their last values with them. An
+// empty project is imported by saying so, "devices: []" and "tags: []",
+// as ExportProject writes one (docs/project.md, "Import").
+func emptyImport(doc []byte, p, old *config.Project) error {
+	if len(p.Devices) > 0 || len(p.Tags) > 0 || old == nil || len(old.Devices)+len(old.Tags) == 0 {
+		return nil
+	}
+	var root yaml.Node
+	if yaml.Unmarshal(doc, &root) == nil && len(root.Content) > 0 && root.Content[0].Kind == yaml.MappingNode {
+		m := root.Content[0]
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			if k := m.Content[i].Value; k == "devices" || k == "tags" {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("the document has no devices: and no tags: section: importing it would remove all %d devices and %d tags; "+
+		"to import an empty project write \"devices: []\" and \"tags: []\"", len(old.Devices), len(old.Tags))
 }
 
 // maxAuditNames caps the names an import's audit record lists per change
