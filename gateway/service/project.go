@@ -183,7 +183,8 @@ func (s *Service) applyProject(ctx context.Context, g auth.Grant, doc []byte, ac
 		return config.ProjectDiff{}, projectError(perr)
 	}
 	p.File = s.projectFile()
-	if err := errors.Join(perr, s.check(p), emptyImport(doc, p, s.Project())); err != nil {
+	old := s.Project() // with its tags: decoded again once released (projecttags.go), so once
+	if err := errors.Join(perr, s.check(p), emptyImport(doc, p, old)); err != nil {
 		return config.ProjectDiff{}, projectError(err)
 	}
 	for _, c := range s.opts.GrantChecks {
@@ -195,7 +196,6 @@ func (s *Service) applyProject(ctx context.Context, g auth.Grant, doc []byte, ac
 	if err != nil {
 		return config.ProjectDiff{}, projectError(err)
 	}
-	old := s.Project()
 	diff := config.DiffProjects(old, p)
 	oldDoc, err := s.projectDoc()
 	if err != nil {
