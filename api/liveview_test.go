@@ -171,9 +171,14 @@ type fakeUsers struct {
 func (f *fakeUsers) ListUsers(context.Context) ([]gateway.User, error) {
 	return []gateway.User{{Name: "op", Realm: auth.RealmOperator, Level: auth.LevelOperate, Created: testNow, Changed: testNow}}, nil
 }
-func (f *fakeUsers) AddUser(_ context.Context, _ auth.Grant, req gateway.NewUser) error {
+func (f *fakeUsers) AddUser(_ context.Context, g auth.Grant, req gateway.NewUser) error {
 	if req.Name == "op" {
 		return fmt.Errorf("user %q: %w", req.Name, ErrConflict)
+	}
+	// The service's rule (its own tests hold it); the API answers its
+	// refusal as a 403.
+	if err := g.CoversUser(req.Name, req.Realm, req.Level, req.Permissions); err != nil {
+		return err
 	}
 	f.added = append(f.added, req)
 	return nil

@@ -168,6 +168,9 @@ func CheckUser(u UserRecord) error {
 			}
 		}
 	case RealmOperator:
+		if u.Level == LevelNone {
+			return fmt.Errorf("%w: user %q: missing level: an operator's level is view, operate or supervise", ErrInvalidUser, u.Name)
+		}
 		if u.Level < LevelView || u.Level > LevelSupervise {
 			return fmt.Errorf("%w: user %q: an operator's level is view, operate or supervise, not %q", ErrInvalidUser, u.Name, u.Level)
 		}
@@ -261,7 +264,10 @@ func dummyHash(p PasswordParams) string {
 		enc.EncodeToString(salt), enc.EncodeToString(key))
 }
 
-func checkPassword(name, pw string) error {
+// CheckPassword validates a new password of the user name: at least
+// MinPasswordLen characters, at most 1024 bytes. The error wraps
+// ErrInvalidUser and says which bound.
+func CheckPassword(name, pw string) error {
 	if len([]rune(pw)) < MinPasswordLen {
 		return fmt.Errorf("%w: user %q: password shorter than %d characters", ErrInvalidUser, name, MinPasswordLen)
 	}
@@ -278,7 +284,7 @@ func (us *Users) Add(u UserRecord, password string) error {
 	if err := CheckUser(u); err != nil {
 		return err
 	}
-	if err := checkPassword(u.Name, password); err != nil {
+	if err := CheckPassword(u.Name, password); err != nil {
 		return err
 	}
 	h, err := HashPassword(password, us.opts.Params)
@@ -326,7 +332,7 @@ func (us *Users) create(u UserRecord) error {
 // SetPassword replaces the password of name (the caller revokes the user's
 // sessions). An unknown name wraps ErrNotFound.
 func (us *Users) SetPassword(name, password string) error {
-	if err := checkPassword(name, password); err != nil {
+	if err := CheckPassword(name, password); err != nil {
 		return err
 	}
 	h, err := HashPassword(password, us.opts.Params)

@@ -79,14 +79,19 @@ type Sessions interface {
 // Users administers the users of sessions, and provisions the first admin.
 // Every change is audited; a password change or a disable ends the user's
 // sessions at once. A users_admin may not create or manage a user whose
-// sessions would hold more than its own grant (auth.CoversUser).
+// sessions would hold more than its own grant (auth.Grant.CoversUser),
+// nor set such a user's password (whoever sets it can log in as the user;
+// docs/security.md, "Who may manage a user"). The request's own faults
+// are answered before that refusal.
 type Users interface {
 	// ListUsers lists every user, never a password hash.
 	ListUsers(ctx context.Context) ([]User, error)
-	// AddUser creates a user: ErrInvalid naming the bad field, ErrConflict
-	// for a name in use, an *auth.DeniedError when g does not cover it.
+	// AddUser creates a user: ErrInvalid naming the bad field or the
+	// short password, then ErrConflict for a name in use, then an
+	// *auth.DeniedError when g does not cover it.
 	AddUser(ctx context.Context, g auth.Grant, u NewUser) error
-	// SetPassword replaces a user's password: ErrNotFound, ErrInvalid.
+	// SetPassword replaces a user's password: ErrNotFound, ErrInvalid,
+	// then an *auth.DeniedError when g does not cover the user.
 	SetPassword(ctx context.Context, g auth.Grant, name, password string) error
 	// DisableUser disables a user: ErrNotFound.
 	DisableUser(ctx context.Context, g auth.Grant, name string) error
