@@ -83,14 +83,21 @@ type ProblemError struct {
 	RetryAfter string
 }
 
-// Error returns "Title: Detail (HTTP Status, Kind)".
+// Error returns "Detail (HTTP Status, Kind)": the daemon's detail names
+// the subject and what is wrong, the status and kind say which kind of
+// fault it is, once (not "Not Found: ...: not found"). An answer without
+// a kind (not a problem document: a proxy's page) or without a detail
+// starts with the status text: "Bad Gateway: <body> (HTTP 502)".
 func (e *ProblemError) Error() string {
-	s := e.Title
-	if s == "" {
-		s = http.StatusText(e.Status)
-	}
-	if e.Detail != "" {
-		s += ": " + e.Detail
+	s := e.Detail
+	if e.Kind == "" || s == "" {
+		s = e.Title
+		if s == "" {
+			s = http.StatusText(e.Status)
+		}
+		if e.Detail != "" {
+			s += ": " + e.Detail
+		}
 	}
 	s += fmt.Sprintf(" (HTTP %d", e.Status)
 	if e.Kind != "" {

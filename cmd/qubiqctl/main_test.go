@@ -260,7 +260,7 @@ func TestRun_ExitCodes(t *testing.T) {
 		{"key without name", []string{"apikeys", "create", "--scopes", "tag:read"}, 2, "--name and --write-level are required", true},
 		{"bad url", []string{"--url", "localhost:8080", "status"}, 2, "--url", true},
 		{"forbidden", []string{"--url", d.srv.URL, "--api-key", "k", "tags", "write", "A=1"}, 1,
-			`qubiqctl: Forbidden: missing scope "tag:write" for POST /api/v1/tags/write (HTTP 403, permission_denied)`, false},
+			`qubiqctl: missing scope "tag:write" for POST /api/v1/tags/write (HTTP 403, permission_denied)`, false},
 		{"busy", []string{"--url", d.srv.URL, "scripts", "run", "pumps.start"}, 1, "all workers busy (HTTP 503, busy)", false},
 		{"not found", []string{"--url", d.srv.URL, "apikeys", "revoke", "k9"}, 1, "no route (HTTP 404, not_found)", false},
 		{"daemon down", []string{"--url", dead, "status"}, 1, "is qubiqd running at " + dead, false},
