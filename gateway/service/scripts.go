@@ -158,13 +158,15 @@ func (s *Service) stopScripts(ctx context.Context) error {
 	return s.pool.Close(ctx)
 }
 
-// scriptError turns a sandbox failure into the gateway's *ScriptError
-// (its line appended to the detail); other errors pass.
+// scriptError turns a sandbox failure into the gateway's *ScriptError:
+// its line appended to the detail, unless the detail already says where
+// (a refused check's "(line 3, column 5)"): the location is said once.
+// Other errors pass.
 func scriptError(err error) error {
 	var re *sandbox.RunError
 	if errors.As(err, &re) {
 		d := re.Detail
-		if re.Line > 0 {
+		if re.Line > 0 && !strings.Contains(d, fmt.Sprintf("(line %d", re.Line)) {
 			d = fmt.Sprintf("%s (line %d)", d, re.Line)
 		}
 		return &gateway.ScriptError{Kind: re.Kind, Detail: d}
