@@ -354,7 +354,8 @@ func TestLogin_WrongPasswordAndRateLimit(t *testing.T) {
 	}
 	e.sessions.limited = true
 	rec = e.req(t, "POST", "/api/v1/auth/login", `{"user":"op","password":"password1"}`, nil, nil)
-	if p := problemOf(t, rec); rec.Code != 429 || p.Kind != KindRateLimited || rec.Header().Get("Retry-After") != "3" {
+	// 2.5 s: the header and the text both say 3 (rounded up).
+	if p := problemOf(t, rec); rec.Code != 429 || p.Kind != KindRateLimited || rec.Header().Get("Retry-After") != "3" || !strings.HasSuffix(p.Detail, "retry in 3s") {
 		t.Fatalf("rate limited: %d %+v Retry-After=%q", rec.Code, p, rec.Header().Get("Retry-After"))
 	}
 	if e.sessions.lastAddr != "192.0.2.1" {

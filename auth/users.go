@@ -61,9 +61,21 @@ type RateLimitedError struct {
 	RetryAfter time.Duration
 }
 
-// Error says to wait.
+// Seconds is RetryAfter in whole seconds, rounded up and at least 1: the
+// Retry-After header's value (RFC 9110 §10.2.3 takes whole seconds), so
+// a client that waits it is not refused again.
+func (e *RateLimitedError) Seconds() int {
+	s := e.RetryAfter / time.Second
+	if e.RetryAfter%time.Second != 0 {
+		s++
+	}
+	return max(int(s), 1)
+}
+
+// Error says to wait, in the same whole seconds as Seconds (the header):
+// "too many failed logins; retry in 2s".
 func (e *RateLimitedError) Error() string {
-	return fmt.Sprintf("too many failed logins; retry in %s", e.RetryAfter.Round(time.Second))
+	return fmt.Sprintf("too many failed logins; retry in %ds", e.Seconds())
 }
 
 // PasswordParams are the argon2id cost parameters (RFC 9106). MemoryKiB is
