@@ -190,6 +190,7 @@ func TestServer_Decode_Strict(t *testing.T) {
 		{"unknown field in a write", "/api/v1/tags/write", `{"writes":[{"path":"a","value":1,"quality":"Good"}]}`, `unknown field "quality"`},
 		{"missing value", "/api/v1/tags/write", `{"writes":[{"path":"a"}]}`, `missing "value"`},
 		{"object value", "/api/v1/tags/write", `{"writes":[{"path":"a","value":{"x":1}}]}`, "cannot be a JSON object"},
+		{"number beyond float64", "/api/v1/tags/write", `{"writes":[{"path":"a","value":1e400}]}`, `tag "a": 1e400 is a number beyond float64's range`},
 		{"wrong type", "/api/v1/tags/read", `{"paths":"Line1"}`, `field "paths": got a JSON string, want an array`},
 		{"wrong element type", "/api/v1/tags/read", `{"paths":[1]}`, `field "paths": got a JSON number, want a string`},
 		{"not an object", "/api/v1/tags/read", `[1]`, "request body is a JSON array"},
