@@ -189,7 +189,9 @@ func (f *fakeUsers) SetPassword(_ context.Context, _ auth.Grant, name, _ string)
 	}
 	return nil
 }
-func (f *fakeUsers) DisableUser(context.Context, auth.Grant, string) error { return nil }
+func (f *fakeUsers) DisableUser(_ context.Context, _ auth.Grant, name string) (bool, error) {
+	return name == "gone", nil // "gone" was disabled before
+}
 
 // recordingTags records the grant of each call.
 type recordingTags struct {
@@ -643,8 +645,13 @@ func TestUsers_Routes(t *testing.T) {
 	if rec := e.req(t, "PUT", "/api/v1/users/ghost/password", `{"password":"password2"}`, nil, bearer); rec.Code != 404 {
 		t.Fatalf("passwd unknown: %d %s", rec.Code, rec.Body)
 	}
-	if rec := e.req(t, "POST", "/api/v1/users/op/disable", "", nil, bearer); rec.Code != 204 {
+	if rec := e.req(t, "POST", "/api/v1/users/op/disable", "", nil, bearer); rec.Code != 200 ||
+		strings.TrimSpace(rec.Body.String()) != `{"already":false,"detail":"user \"op\" disabled; its sessions ended"}` {
 		t.Fatalf("disable: %d %s", rec.Code, rec.Body)
+	}
+	if rec := e.req(t, "POST", "/api/v1/users/gone/disable", "", nil, bearer); rec.Code != 200 ||
+		strings.TrimSpace(rec.Body.String()) != `{"already":true,"detail":"user \"gone\" was already disabled; nothing changed"}` {
+		t.Fatalf("disable a disabled user: %d %s", rec.Code, rec.Body)
 	}
 	// A users_admin without designer cannot make a designer.
 	c, csrf := e.login(t, "admin")

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
 
 	"qubiq.dev/edge/api/apitypes"
@@ -69,9 +70,15 @@ func (s *Server) setPassword(w http.ResponseWriter, r *http.Request, g auth.Gran
 }
 
 func (s *Server) disableUser(w http.ResponseWriter, r *http.Request, g auth.Grant) error {
-	if err := s.deps.Users.DisableUser(r.Context(), g, r.PathValue("name")); err != nil {
+	name := r.PathValue("name")
+	already, err := s.deps.Users.DisableUser(r.Context(), g, name)
+	if err != nil {
 		return err
 	}
-	w.WriteHeader(http.StatusNoContent)
+	done := apitypes.Done{Already: already, Detail: fmt.Sprintf("user %q disabled; its sessions ended", name)}
+	if already {
+		done.Detail = fmt.Sprintf("user %q was already disabled; nothing changed", name)
+	}
+	s.writeJSON(w, r, http.StatusOK, done)
 	return nil
 }

@@ -277,10 +277,13 @@ func (c *Client) ListAPIKeys(ctx context.Context) ([]apitypes.APIKeyInfo, error)
 	return out, err
 }
 
-// RevokeAPIKey calls DELETE /api/v1/apikeys/{id} (users_admin). An unknown
-// id is a *ProblemError with Status 404.
-func (c *Client) RevokeAPIKey(ctx context.Context, id string) error {
-	return c.do(ctx, http.MethodDelete, path("apikeys", id), nil, nil)
+// RevokeAPIKey calls DELETE /api/v1/apikeys/{id} (users_admin): what
+// happened (Done.Already for a key revoked before; a daemon that answers
+// 204 leaves Done zero). An unknown id is a *ProblemError with Status 404.
+func (c *Client) RevokeAPIKey(ctx context.Context, id string) (apitypes.Done, error) {
+	var out apitypes.Done
+	err := c.do(ctx, http.MethodDelete, path("apikeys", id), nil, &out)
+	return out, err
 }
 
 // ListDevices calls GET /api/v1/devices (tag:read).

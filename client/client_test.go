@@ -214,7 +214,7 @@ func TestClient_Routes_Requests(t *testing.T) {
 			return err
 		}, seen{"POST", "/prefix/api/v1/apikeys", "Bearer k", `{"name":"n","scopes":[],"write_level":"view","expires":"2030-01-01T00:00:00Z"}`}},
 		{"list keys", func() error { _, err := c.ListAPIKeys(ctx); return err }, seen{"GET", "/prefix/api/v1/apikeys", "Bearer k", ""}},
-		{"revoke escaped", func() error { return c.RevokeAPIKey(ctx, "a/b c") }, seen{"DELETE", "/prefix/api/v1/apikeys/a%2Fb%20c", "Bearer k", ""}},
+		{"revoke escaped", func() error { _, err := c.RevokeAPIKey(ctx, "a/b c"); return err }, seen{"DELETE", "/prefix/api/v1/apikeys/a%2Fb%20c", "Bearer k", ""}},
 		{"devices", func() error { _, err := c.ListDevices(ctx); return err }, seen{"GET", "/prefix/api/v1/devices", "Bearer k", ""}},
 		{"provision", func() error { return c.Provision(ctx, "pw") }, seen{"POST", "/prefix/api/v1/provision", "Bearer k", `{"password":"pw"}`}},
 	}

@@ -402,6 +402,7 @@ func TestRun_APIKeys(t *testing.T) {
 		"POST /api/v1/apikeys":      {201, `{"id":"k7","token":"qk_abc"}`},
 		"GET /api/v1/apikeys":       {200, `[{"id":"k7","name":"scada","scopes":["tag:read","tag:write"],"write_level":"operate","prefixes":["Line1"],"created":"2025-03-01T12:00:00Z"}]`},
 		"DELETE /api/v1/apikeys/k7": {204, ``},
+		"DELETE /api/v1/apikeys/k8": {200, `{"already":true,"detail":"api key \"k8\" was already revoked; nothing changed"}`},
 	})
 	code, out, errOut := runCLI("--url", d.srv.URL, "--api-key", "admin", "apikeys", "create", "--name", "scada",
 		"--scopes", "tag:read, tag:write", "--write-level", "operate", "--prefixes", "Line1", "--expires", "2030-01-01T00:00:00Z")
@@ -426,6 +427,11 @@ func TestRun_APIKeys(t *testing.T) {
 	code, out, _ = runCLI("--url", d.srv.URL, "apikeys", "revoke", "k7")
 	if code != 0 || out != "revoked k7\n" {
 		t.Errorf("revoke: exit %d output %q", code, out)
+	}
+	// Revoking a revoked key says so (the daemon's detail).
+	code, out, _ = runCLI("--url", d.srv.URL, "apikeys", "revoke", "k8")
+	if code != 0 || out != "api key \"k8\" was already revoked; nothing changed\n" {
+		t.Errorf("revoke a revoked key: exit %d output %q", code, out)
 	}
 	code, _, errOut = runCLI("--url", d.srv.URL, "apikeys", "create", "--name", "x", "--write-level", "view", "--expires", "tomorrow")
 	if code != 2 || !strings.Contains(errOut, `--expires "tomorrow" is not RFC 3339`) {

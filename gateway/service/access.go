@@ -158,16 +158,28 @@ func (s *Service) ListAPIKeys(context.Context) ([]gateway.APIKey, error) {
 	return out, nil
 }
 
-// RevokeAPIKey revokes a key on behalf of g, audited (gateway.Credentials).
-func (s *Service) RevokeAPIKey(_ context.Context, g auth.Grant, id string) error {
+// RevokeAPIKey revokes a key on behalf of g, audited; a key already
+// revoked is reported as such, not revoked (nor audited) again
+// (gateway.Credentials).
+func (s *Service) RevokeAPIKey(_ context.Context, g auth.Grant, id string) (bool, error) {
+	notFound := func() error { return fmt.Errorf("api key %q: %w", id, gateway.ErrNotFound) }
+	rec, err := s.keys.Record(id)
+	switch {
+	case errors.Is(err, store.ErrNotFound) || errors.Is(err, auth.ErrNotFound):
+		return false, notFound()
+	case err != nil:
+		return false, err
+	case rec.Revoked:
+		return true, nil
+	}
 	if err := s.keys.Revoke(id); err != nil {
 		if errors.Is(err, store.ErrNotFound) || errors.Is(err, auth.ErrNotFound) {
-			return fmt.Errorf("api key %q: %w", id, gateway.ErrNotFound)
+			return false, notFound()
 		}
-		return err
+		return false, err
 	}
 	s.auditAdmin(g, "apikey.revoke", id, nil)
-	return nil
+	return false, nil
 }
 
 // Login checks a user's password and starts a session; logins and their
@@ -325,15 +337,22 @@ func (s *Service) SetPassword(_ context.Context, g auth.Grant, name, password st
 	return err
 }
 
-// DisableUser disables a user and ends its sessions at once, audited
-// (gateway.Users).
-func (s *Service) DisableUser(_ context.Context, g auth.Grant, name string) error {
+// DisableUser disables a user and ends its sessions at once, audited; a
+// user already disabled is reported as such (gateway.Users).
+func (s *Service) DisableUser(_ context.Context, g auth.Grant, name string) (bool, error) {
+	u, err := s.users.User(name)
+	if err != nil {
+		return false, userErr(name, err)
+	}
+	if u.Disabled {
+		return true, nil
+	}
 	if err := s.users.Disable(name); err != nil {
-		return userErr(name, err)
+		return false, userErr(name, err)
 	}
 	n, err := s.sessions.RevokeUser(name)
 	s.auditAdmin(g, "user.disable", name, map[string]any{"sessions_ended": n})
-	return err
+	return false, err
 }
 
 // Provision creates the platform user "admin" with every permission and

@@ -54,7 +54,8 @@ func TestErrors_SayTheirKindOnceInTheRequestsWords(t *testing.T) {
 	add := func(name string, err error, kind, want string) { cases = append(cases, tc{name, err, kind, want}) }
 
 	add("passwd of an unknown user", s.SetPassword(ctx, full, "nobody", "long-enough"), "not_found", `user "nobody": not found`)
-	add("disable an unknown user", s.DisableUser(ctx, full, "nobody"), "not_found", `user "nobody": not found`)
+	_, err0 := s.DisableUser(ctx, full, "nobody")
+	add("disable an unknown user", err0, "not_found", `user "nobody": not found`)
 	add("a short password", s.AddUser(ctx, full, gateway.NewUser{Name: "bob", Realm: auth.RealmOperator, Level: auth.LevelView, Password: "short"}),
 		"invalid", `user "bob": password shorter than 8 characters`)
 	_, err := s.RollbackScript(ctx, full, "nomod")

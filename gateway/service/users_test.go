@@ -107,3 +107,41 @@ func TestSetPassword_AnUnknownUserFirstThenTheScopeRule(t *testing.T) {
 		t.Errorf("a key covering a view operator: %v", err)
 	}
 }
+
+// TestRevokeAPIKeyAndDisableUser_SayWhenAlreadyDone: revoking a revoked
+// key and disabling a disabled user succeed (idempotent) and report that
+// nothing changed, audited once; unknown ones are not found.
+func TestRevokeAPIKeyAndDisableUser_SayWhenAlreadyDone(t *testing.T) {
+	s := newService(t, testOptions(t, t.TempDir()))
+	ctx := context.Background()
+	full := auth.Full("admin", auth.RealmPlatform, "rest")
+	key, err := s.CreateAPIKey(ctx, full, gateway.NewAPIKey{Name: "k", Scopes: []auth.Scope{auth.TagRead}, WriteLevel: auth.LevelView})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if already, err := s.RevokeAPIKey(ctx, full, key.ID); already || err != nil {
+		t.Fatalf("revoke: already %v, %v", already, err)
+	}
+	if already, err := s.RevokeAPIKey(ctx, full, key.ID); !already || err != nil {
+		t.Errorf("revoke again: already %v, %v; want already", already, err)
+	}
+	if _, err := s.RevokeAPIKey(ctx, full, "ffffffffffffffff"); !errors.Is(err, gateway.ErrNotFound) {
+		t.Errorf("revoke an unknown key: %v", err)
+	}
+	if err := s.AddUser(ctx, full, gateway.NewUser{Name: "vic", Realm: auth.RealmOperator, Level: auth.LevelView, Password: "vic-password"}); err != nil {
+		t.Fatal(err)
+	}
+	if already, err := s.DisableUser(ctx, full, "vic"); already || err != nil {
+		t.Fatalf("disable: already %v, %v", already, err)
+	}
+	if already, err := s.DisableUser(ctx, full, "vic"); !already || err != nil {
+		t.Errorf("disable again: already %v, %v; want already", already, err)
+	}
+	n := map[string]int{}
+	for _, r := range auditRecords(t, s) {
+		n[r.Action]++
+	}
+	if n["apikey.revoke"] != 1 || n["user.disable"] != 1 {
+		t.Errorf("audited %v; want one revoke and one disable", n)
+	}
+}
