@@ -361,7 +361,7 @@ func (a *wsAlarms) stop() {
 func (a *wsAlarms) snapshot(ctx context.Context, all bool) error {
 	list, err := a.s.deps.Alarms.ListAlarms(ctx, a.g, gateway.AlarmFilter{IncludeNormal: all})
 	if err != nil {
-		return a.send(apitypes.WSMessage{Type: "error", Reason: err.Error()})
+		return a.send(apitypes.WSMessage{Type: "error", Reason: gateway.Message(err)})
 	}
 	for _, al := range list.Alarms {
 		if err := a.send(apitypes.WSAlarm{Type: "alarm", Alarm: wireAlarm(al), Snapshot: true}); err != nil {
