@@ -299,10 +299,15 @@ func (s *Server) listAPIKeys(w http.ResponseWriter, r *http.Request, _ auth.Gran
 
 func (s *Server) revokeAPIKey(w http.ResponseWriter, r *http.Request, g auth.Grant) error {
 	id := r.PathValue("id")
-	if err := s.deps.APIKeys.RevokeAPIKey(r.Context(), g, id); err != nil {
+	already, err := s.deps.APIKeys.RevokeAPIKey(r.Context(), g, id)
+	if err != nil {
 		return err
 	}
-	w.WriteHeader(http.StatusNoContent)
+	done := apitypes.Done{Already: already, Detail: fmt.Sprintf("api key %q revoked", id)}
+	if already {
+		done.Detail = fmt.Sprintf("api key %q was already revoked; nothing changed", id)
+	}
+	s.writeJSON(w, r, http.StatusOK, done)
 	return nil
 }
 

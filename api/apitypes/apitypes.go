@@ -362,3 +362,13 @@ type AuditRecord struct {
 	Result    string          `json:"result,omitempty"`
 	Detail    string          `json:"detail,omitempty"`
 }
+
+// Done is the answer of DELETE /api/v1/apikeys/{id} and POST
+// /api/v1/users/{name}/disable: what happened, for people (Detail: `api
+// key "3f9a..." revoked`), and Already when it had happened before and
+// nothing changed (`... was already revoked`): the calls are idempotent
+// and say so.
+type Done struct {
+	Already bool   `json:"already"`
+	Detail  string `json:"detail"`
+}
