@@ -303,11 +303,11 @@ func (s *Server) revokeAPIKey(w http.ResponseWriter, r *http.Request, g auth.Gra
 	if err != nil {
 		return err
 	}
-	done := apitypes.Done{Already: already, Detail: fmt.Sprintf("api key %q revoked", id)}
-	if already {
-		done.Detail = fmt.Sprintf("api key %q was already revoked; nothing changed", id)
+	if !already {
+		w.WriteHeader(http.StatusNoContent)
+		return nil
 	}
-	s.writeJSON(w, r, http.StatusOK, done)
+	s.writeJSON(w, r, http.StatusOK, apitypes.Done{Already: true, Detail: fmt.Sprintf("api key %q was already revoked; nothing changed", id)})
 	return nil
 }
 

@@ -75,10 +75,10 @@ func (s *Server) disableUser(w http.ResponseWriter, r *http.Request, g auth.Gran
 	if err != nil {
 		return err
 	}
-	done := apitypes.Done{Already: already, Detail: fmt.Sprintf("user %q disabled; its sessions ended", name)}
-	if already {
-		done.Detail = fmt.Sprintf("user %q was already disabled; nothing changed", name)
+	if !already {
+		w.WriteHeader(http.StatusNoContent)
+		return nil
 	}
-	s.writeJSON(w, r, http.StatusOK, done)
+	s.writeJSON(w, r, http.StatusOK, apitypes.Done{Already: true, Detail: fmt.Sprintf("user %q was already disabled; nothing changed", name)})
 	return nil
 }

@@ -363,11 +363,12 @@ type AuditRecord struct {
 	Detail    string          `json:"detail,omitempty"`
 }
 
-// Done is the answer of DELETE /api/v1/apikeys/{id} and POST
-// /api/v1/users/{name}/disable: what happened, for people (Detail: `api
-// key "3f9a..." revoked`), and Already when it had happened before and
-// nothing changed (`... was already revoked`): the calls are idempotent
-// and say so.
+// Done is the 200 answer of DELETE /api/v1/apikeys/{id} and POST
+// /api/v1/users/{name}/disable when the key was already revoked or the
+// user already disabled: Already true and, for people, Detail (`api key
+// "3f9a..." was already revoked; nothing changed`). The calls are
+// idempotent and say so; the revocation or disabling itself answers 204
+// (docs/api.md).
 type Done struct {
 	Already bool   `json:"already"`
 	Detail  string `json:"detail"`
