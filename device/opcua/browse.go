@@ -161,7 +161,7 @@ func (d *Driver) fillVariables(ctx context.Context, sess *session, out []device.
 // ("Double", "UtcTime"), else its nsu= address.
 func dataTypeName(dt *ua.NodeID, ns []string) string {
 	if dt.Namespace() == 0 && dt.IntID() != 0 {
-		if n := id.Name(dt.IntID()); n != "" {
+		if n := standardDataTypes[dt.IntID()]; n != "" {
 			return n
 		}
 	}
