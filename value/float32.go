@@ -2,7 +2,9 @@ package value
 
 import (
 	"math"
+	"math/big"
 	"strconv"
+	"sync"
 )
 
 // Float32Decimal is the value a float32 tag holds for the float32 f: the
@@ -25,11 +27,155 @@ func Float32Decimal(f float32) float64 {
 		return x
 	}
 	var buf [32]byte
-	d, err := strconv.ParseFloat(string(strconv.AppendFloat(buf[:0], x, 'g', -1, 32)), 64)
+	s := strconv.AppendFloat(buf[:0], x, 'e', -1, 32)
+	if d, ok := exactDecimal(s); ok {
+		return d
+	}
+	d, err := strconv.ParseFloat(string(s), 64)
 	if err != nil {
 		return x // cannot happen: AppendFloat's output parses
 	}
 	return d
+}
+
+// pow10 are the powers of ten that float64 holds exactly (10^22 is the
+// last: 5^22 < 2^53).
+var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
+
+// exactDecimal converts s, strconv's 'e' form of a float32's shortest
+// decimal ("-1.2345678e-05": at most 9 digits), to the nearest float64
+// when one IEEE multiplication or division does it exactly rounded: the
+// digits as an integer m < 2^53 and 10^|e| ≤ 10^22 are both exact, so
+// m·10^e or m/10^-e is the correctly rounded result (Clinger, "How to
+// read floating point numbers accurately", PLDI 1990; the fast path of
+// strconv.ParseFloat). ok is false for other exponents (below 10^-22 or
+// far above 10^22), which ParseFloat converts.
+func exactDecimal(s []byte) (d float64, ok bool) {
+	i, neg := 0, false
+	if len(s) > 0 && s[0] == '-' {
+		neg, i = true, 1
+	}
+	var m uint64
+	digits := 0
+	for ; i < len(s) && s[i] != 'e'; i++ {
+		if c := s[i]; c != '.' {
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			m = m*10 + uint64(c-'0')
+			digits++
+		}
+	}
+	if i+2 >= len(s) || digits == 0 || digits > 15 {
+		return 0, false
+	}
+	expNeg := s[i+1] == '-'
+	exp := 0
+	for _, c := range s[i+2:] {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		exp = exp*10 + int(c-'0')
+	}
+	if expNeg {
+		exp = -exp
+	}
+	e := exp - (digits - 1)
+	if e > 22 && digits+e-22 <= 15 {
+		// m·10^(e-22) still below 10^15 < 2^53: exact as an integer.
+		for ; e > 22; e-- {
+			m *= 10
+		}
+	}
+	switch {
+	case e >= 0 && e <= 22:
+		d = float64(m) * pow10[e]
+	case e < 0 && e >= -22:
+		d = float64(m) / pow10[-e]
+	default:
+		if d, ok = scaledDecimal(m, e); !ok {
+			return 0, false
+		}
+	}
+	if neg {
+		d = -d
+	}
+	return d, true
+}
+
+// pow10Wide holds 10^e for e = -pow10WideMin..-23 and 23..pow10WideMax as
+// hi + lo, hi the float64 nearest to 10^e and lo the float64 nearest to
+// the rest (10^e to about 106 bits), computed once with math/big.
+var (
+	pow10WideOnce sync.Once
+	pow10Wide     [pow10WideMax + pow10WideMin + 1][2]float64 // index e + pow10WideMin
+)
+
+// The exponents of a float32's shortest decimal m·10^e (m at most 9
+// digits): 10^-45 (the smallest subnormal) over 10^8, up to 3.4·10^38.
+const (
+	pow10WideMin = 54
+	pow10WideMax = 39
+)
+
+func initPow10Wide() {
+	ten := big.NewInt(10)
+	for e := -pow10WideMin; e <= pow10WideMax; e++ {
+		if e >= -22 && e <= 22 {
+			continue
+		}
+		exact := new(big.Float).SetPrec(400)
+		p := new(big.Int).Exp(ten, big.NewInt(int64(abs(e))), nil)
+		if e > 0 {
+			exact.SetInt(p)
+		} else {
+			exact.Quo(new(big.Float).SetPrec(400).SetInt64(1), new(big.Float).SetPrec(400).SetInt(p))
+		}
+		hi, _ := exact.Float64()
+		rest := new(big.Float).SetPrec(400).Sub(exact, new(big.Float).SetPrec(400).SetFloat64(hi))
+		lo, _ := rest.Float64()
+		pow10Wide[e+pow10WideMin] = [2]float64{hi, lo}
+	}
+}
+
+func abs(e int) int {
+	if e < 0 {
+		return -e
+	}
+	return e
+}
+
+// scaledDecimal is the float64 nearest to m·10^e (m < 2^53) for the
+// exponents beyond the exact powers: m·(hi + lo) evaluated to about 100
+// bits with an exact product (FMA) and an exact sum (Knuth's TwoSum), then
+// rounded once. ok is false when that value lies too near the midpoint of
+// two float64s for the rounding to be certain (and for exponents outside
+// the table): ParseFloat decides those.
+func scaledDecimal(m uint64, e int) (float64, bool) {
+	if e < -pow10WideMin || e > pow10WideMax || m >= 1<<53 {
+		return 0, false
+	}
+	pow10WideOnce.Do(initPow10Wide)
+	p10 := pow10Wide[e+pow10WideMin]
+	fm := float64(m)
+	p := fm * p10[0]
+	perr := math.FMA(fm, p10[0], -p) // m·hi = p + perr exactly
+	t := perr + fm*p10[1]            // the rest, to ~2^-50 of itself
+	r := p + t
+	// p + t = r + rerr exactly (TwoSum).
+	bp := r - t
+	rerr := (p - bp) + (t - (r - bp))
+	// The value is p + t + δ with |δ| well below 2^-100·|r|: r is its
+	// nearest float64 unless p + t is within that of a midpoint.
+	half := (math.Nextafter(r, math.Inf(1)) - r) / 2
+	if rerr < 0 {
+		half = (r - math.Nextafter(r, math.Inf(-1))) / 2
+	}
+	if math.Abs(math.Abs(rerr)-half) <= math.Abs(r)*0x1p-98 {
+		return 0, false
+	}
+	return r, true
 }
 
 // isFloat32Value reports whether x is a value a float32 tag may hold: a
