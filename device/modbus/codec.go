@@ -182,7 +182,11 @@ func newSpec(a Address, t value.Type, order string) (spec, error) {
 // sequence of the registers on the wire for order o, or back: the mapping is
 // its own inverse.
 func reorder(b []byte, o ByteOrder) []byte {
-	out := make([]byte, len(b))
+	return reorderInto(make([]byte, len(b)), b, o)
+}
+
+// reorderInto is reorder into out (len(b) long), which it returns.
+func reorderInto(out, b []byte, o ByteOrder) []byte {
 	copy(out, b)
 	if o.wordSwap() && len(out) > 2 {
 		n := len(out) / 2
@@ -223,7 +227,11 @@ func decodeRegisters(s spec, raw []byte) (value.Value, error) {
 		}
 		return decodeText(b, s.enc), nil
 	}
-	b := reorder(raw, s.order)
+	var buf [8]byte // numbers are at most 4 registers
+	b := raw
+	if s.order != ABCD {
+		b = reorderInto(buf[:len(raw)], raw, s.order)
+	}
 	switch s.typ {
 	case value.Int16:
 		return int64(int16(binary.BigEndian.Uint16(b))), nil

@@ -293,7 +293,8 @@ func (d *Driver) readRequest(ctx context.Context, r request, out []value.VQT) {
 		fill(out, r, value.BadNotConnected, reason)
 		return
 	}
-	raw, rerr := d.link.do(ctx, r.unit, true, func(c modbus.Client) ([]byte, error) {
+	var buf [maxPDUSize]byte
+	raw, rerr := d.link.do(ctx, r.unit, true, buf[:0], func(c modbus.Client) ([]byte, error) {
 		start, qty := uint16(r.start), uint16(r.qty)
 		switch r.fc {
 		case 1:
@@ -444,7 +445,7 @@ func (d *Driver) Write(ctx context.Context, p device.Point, v value.Value) error
 		}
 		fn = registerWrite(off, data, single)
 	}
-	_, rerr := d.link.do(ctx, unit, false, fn)
+	_, rerr := d.link.do(ctx, unit, false, nil, fn)
 	d.note(unit, rerr)
 	return writeError(rerr)
 }
@@ -464,7 +465,7 @@ func (d *Driver) writeBit(ctx context.Context, unit byte, s spec, on, single boo
 	d.rmw.Lock()
 	defer d.rmw.Unlock()
 	off := s.addr.Offset
-	raw, rerr := d.link.do(ctx, unit, true, func(c modbus.Client) ([]byte, error) {
+	raw, rerr := d.link.do(ctx, unit, true, nil, func(c modbus.Client) ([]byte, error) {
 		return c.ReadHoldingRegisters(off, 1)
 	})
 	d.note(unit, rerr)
@@ -477,7 +478,7 @@ func (d *Driver) writeBit(ctx context.Context, unit byte, s spec, on, single boo
 	} else {
 		reg &^= 1 << uint(s.addr.Bit)
 	}
-	_, rerr = d.link.do(ctx, unit, false, registerWrite(off, binary.BigEndian.AppendUint16(nil, reg), single))
+	_, rerr = d.link.do(ctx, unit, false, nil, registerWrite(off, binary.BigEndian.AppendUint16(nil, reg), single))
 	d.note(unit, rerr)
 	return writeError(rerr)
 }

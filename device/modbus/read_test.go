@@ -781,3 +781,37 @@ func TestDriver_ReadInto_SameAsRead(t *testing.T) {
 		}
 	}
 }
+
+// TestDriver_Read_CancelAbortsRequestInFlight: cancelling the context of
+// a read aborts its request in flight at once, with a timeout far away,
+// also when the context served earlier requests (the scans pass one
+// context); the abort lands on no later request.
+func TestDriver_Read_CancelAbortsRequestInFlight(t *testing.T) {
+	srv := devicetest.NewModbusServer(t)
+	srv.SetHolding(0, 7)
+	d := newTestDriver(t, srv, func(c *Config) { c.Timeout = device.Duration(time.Hour) })
+	p := []device.Point{pt("HR0", value.Int16, "")}
+	for _, earlier := range []int{0, 3} {
+		srv.SetHook(nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		for range earlier {
+			wantGood(t, "read before the cancel", d.Read(ctx, p)[0], int64(7))
+		}
+		arrived := make(chan struct{}, 1)
+		srv.SetHook(func(devicetest.Request) *devicetest.Reply {
+			arrived <- struct{}{}
+			return &devicetest.Reply{NoReply: true}
+		})
+		go func() { <-arrived; cancel() }()
+		v := d.Read(ctx, p)[0]
+		wantQuality(t, "read cancelled in flight", v, value.BadCommunicationError)
+		if v.Reason != "canceled" {
+			t.Errorf("reason %q, want canceled", v.Reason)
+		}
+		srv.SetHook(nil)
+		wantGood(t, "read after the cancel (another context)", d.Read(context.Background(), p)[0], int64(7))
+		ctx2, cancel2 := context.WithCancel(context.Background())
+		wantGood(t, "read after the cancel (a new cancellable context)", d.Read(ctx2, p)[0], int64(7))
+		cancel2()
+	}
+}
