@@ -61,7 +61,7 @@ func (e *Engine) recordable(st *tagState, v value.VQT) bool {
 		e.histSkipped.Add(1)
 		return false
 	}
-	st.hist = histState{last: v, has: true, at: e.now()}
+	*st.hist = histState{last: v, has: true, at: e.now()}
 	return true
 }
 
@@ -79,7 +79,7 @@ func (e *Engine) forceHistory() {
 		}
 		v := st.cur
 		v.Time = now.UTC()
-		st.hist = histState{last: v, has: true, at: now}
+		*st.hist = histState{last: v, has: true, at: now}
 		out = append(out, Change{Path: st.tag.Path, VQT: v, record: true})
 	}
 	e.mu.Unlock()

@@ -3,6 +3,7 @@ package tagengine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -87,6 +88,12 @@ func (e *Engine) apply(g *group, vals []value.VQT, gen uint64) {
 		}
 		if st.written > gen {
 			continue
+		}
+		if len(changes) == cap(changes) {
+			// Room for every tag left at once, not grown by doubling (a
+			// batch from the pool after a collection starts empty); a
+			// scan with no change allocates nothing.
+			changes = slices.Grow(changes, len(g.tags)-i)
 		}
 		changes = append(changes, Change{})
 		if !e.updateInto(st, &vals[i], &changes[len(changes)-1]) {
