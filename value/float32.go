@@ -168,9 +168,11 @@ func scaledDecimal(m uint64, e int) (float64, bool) {
 	rerr := (p - bp) + (t - (r - bp))
 	// The value is p + t + δ with |δ| well below 2^-100·|r|: r is its
 	// nearest float64 unless p + t is within that of a midpoint.
-	half := (math.Nextafter(r, math.Inf(1)) - r) / 2
+	// Half the gap to r's neighbour on rerr's side (r > 0: its bits ± 1).
+	rb := math.Float64bits(r)
+	half := (math.Float64frombits(rb+1) - r) / 2
 	if rerr < 0 {
-		half = (r - math.Nextafter(r, math.Inf(-1))) / 2
+		half = (r - math.Float64frombits(rb-1)) / 2
 	}
 	if math.Abs(math.Abs(rerr)-half) <= math.Abs(r)*0x1p-98 {
 		return 0, false

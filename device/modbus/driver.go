@@ -216,16 +216,21 @@ func (d *Driver) State() (string, string) {
 // without a request.
 func (d *Driver) Read(ctx context.Context, points []device.Point) []value.VQT {
 	out := make([]value.VQT, len(points))
-	d.ReadInto(ctx, points, out)
+	d.read(ctx, points, out, false)
 	return out
 }
 
 // ReadInto implements device.IntoReader: Read into out (len(points)
-// long), which it clears first.
+// long), which it clears first. The plan made for points keeps points
+// itself, not a copy (device.IntoReader: the caller does not modify it).
 func (d *Driver) ReadInto(ctx context.Context, points []device.Point, out []value.VQT) {
+	d.read(ctx, points, out, true)
+}
+
+func (d *Driver) read(ctx context.Context, points []device.Point, out []value.VQT, keep bool) {
 	out = out[:len(points)]
 	clear(out)
-	for _, r := range d.plan(points, out) {
+	for _, r := range d.plan(points, out, keep) {
 		d.readRequest(ctx, r, out)
 	}
 }
@@ -238,7 +243,7 @@ func (d *Driver) ReadInto(ctx context.Context, points []device.Point, out []valu
 // address, quantity (registers, or bits for FC1/FC2) and the tags it
 // serves, in address order.
 func (d *Driver) Plan(points []device.Point) []device.PlannedRequest {
-	rs := d.plan(points, nil)
+	rs := d.plan(points, nil, false)
 	out := make([]device.PlannedRequest, 0, len(rs))
 	for _, r := range rs {
 		pr := device.PlannedRequest{Function: int(r.fc), Unit: int(r.unit), Start: r.start, Count: r.qty,
@@ -253,14 +258,19 @@ func (d *Driver) Plan(points []device.Point) []device.PlannedRequest {
 
 // plan parses points and plans their requests, or takes the plan made
 // for the same points before (planCache); when out is not nil, a point
-// whose address does not parse gets Bad_ConfigurationError there.
-func (d *Driver) plan(points []device.Point, out []value.VQT) []request {
+// whose address does not parse gets Bad_ConfigurationError there. A new
+// plan keeps points itself when keep is set (ReadInto), else a copy.
+func (d *Driver) plan(points []device.Point, out []value.VQT, keep bool) []request {
 	d.mu.Lock()
 	gen := d.splitGen
 	d.mu.Unlock()
 	p := d.plans.get(points, gen)
 	if p == nil {
-		p = &cachedPlan{points: slices.Clone(points), gen: gen}
+		key := points
+		if !keep {
+			key = slices.Clone(points)
+		}
+		p = &cachedPlan{points: key, gen: gen}
 		items := make([]item, 0, len(points))
 		for i, pt := range points {
 			s, err := d.spec(pt)
