@@ -122,8 +122,12 @@ type Change struct {
 
 // tagState is one tag's state. One is kept per configured tag for the
 // engine's life, so its fields are ordered to pack (376 bytes, the
-// 384-byte size class) and the history policy's memory is allocated only
-// for a tag that has a policy.
+// 384-byte size class), the history policy's memory is allocated only
+// for a tag that has a policy, and a scan of a tag without scale or
+// deadband (scaled, banded) reads neither: of the state's six cache lines
+// it touches the path's and cur's (measured over 100,000 tags in groups
+// of 1,000: ~40 ns per changed value, ~60 without the flags or with the
+// hot fields first).
 type tagState struct {
 	tag  Tag
 	cur  value.VQT
@@ -139,6 +143,8 @@ type tagState struct {
 	// the device has not answered yet: bad reads keep it
 	// Uncertain_LastUsableValue (docs/project.md, Quality).
 	seeded bool
+	scaled bool // tag.Scale is not the identity
+	banded bool // tag.Deadband holds changes back
 }
 
 type group struct {
@@ -255,6 +261,7 @@ func New(cfg Config, devices map[string]device.Driver, tags []Tag) (*Engine, err
 		if t.History != nil {
 			st.hist = &histState{}
 		}
+		st.scaled, st.banded = !t.Scale.identity(), t.Deadband != Deadband{}
 		e.tags[t.Path] = st
 		e.order = append(e.order, t.Path)
 		key := fmt.Sprintf("%s\x00%d", t.Device, t.Scan)
