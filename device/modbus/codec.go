@@ -253,6 +253,22 @@ func decodeRegisters(s spec, raw []byte) (value.Value, error) {
 	return nil, fmt.Errorf("decode: type %s not supported", s.typ)
 }
 
+// registerKey is the raw register bytes of a number (at most 4
+// registers) as one integer, and whether s is a number whose value
+// decodeRegisters computes from them alone (not a string or a register
+// bit, and raw long enough): two equal keys decode to the same value.
+func registerKey(s spec, raw []byte) (uint64, bool) {
+	n := 2 * s.typ.Registers()
+	if s.addr.Bit >= 0 || s.addr.Length > 0 || n == 0 || n > 8 || len(raw) < n {
+		return 0, false
+	}
+	var k uint64
+	for _, c := range raw[:n] {
+		k = k<<8 | uint64(c)
+	}
+	return k, true
+}
+
 // encodeRegisters turns v, already coerced to s.typ by value.Coerce, into the
 // register bytes to write (2 bytes per register, wire order). A string longer
 // than the address's length wraps value.ErrOutOfRange; a shorter one is

@@ -230,8 +230,9 @@ func (d *Driver) ReadInto(ctx context.Context, points []device.Point, out []valu
 func (d *Driver) read(ctx context.Context, points []device.Point, out []value.VQT, keep bool) {
 	out = out[:len(points)]
 	clear(out)
-	for _, r := range d.plan(points, out, keep) {
-		d.readRequest(ctx, r, out)
+	p := d.plan(points, out, keep)
+	for _, r := range p.reqs {
+		d.readRequest(ctx, p, r, out)
 	}
 }
 
@@ -243,7 +244,7 @@ func (d *Driver) read(ctx context.Context, points []device.Point, out []value.VQ
 // address, quantity (registers, or bits for FC1/FC2) and the tags it
 // serves, in address order.
 func (d *Driver) Plan(points []device.Point) []device.PlannedRequest {
-	rs := d.plan(points, nil, false)
+	rs := d.plan(points, nil, false).reqs
 	out := make([]device.PlannedRequest, 0, len(rs))
 	for _, r := range rs {
 		pr := device.PlannedRequest{Function: int(r.fc), Unit: int(r.unit), Start: r.start, Count: r.qty,
@@ -260,7 +261,7 @@ func (d *Driver) Plan(points []device.Point) []device.PlannedRequest {
 // for the same points before (planCache); when out is not nil, a point
 // whose address does not parse gets Bad_ConfigurationError there. A new
 // plan keeps points itself when keep is set (ReadInto), else a copy.
-func (d *Driver) plan(points []device.Point, out []value.VQT, keep bool) []request {
+func (d *Driver) plan(points []device.Point, out []value.VQT, keep bool) *cachedPlan {
 	d.mu.Lock()
 	gen := d.splitGen
 	d.mu.Unlock()
@@ -289,7 +290,7 @@ func (d *Driver) plan(points []device.Point, out []value.VQT, keep bool) []reque
 			out[b.idx] = value.Bad(value.BadConfigurationError, b.reason, now)
 		}
 	}
-	return p.reqs
+	return p
 }
 
 func (d *Driver) splitOf(k reqKey) byte {
@@ -298,7 +299,11 @@ func (d *Driver) splitOf(k reqKey) byte {
 	return d.split[k]
 }
 
-func (d *Driver) readRequest(ctx context.Context, r request, out []value.VQT) {
+// readRequest sends r and decodes its points into out. A number whose
+// registers are the same as at the last scan of p takes the value decoded
+// then (p.last): decoding is a function of the registers alone, so the
+// value is the same, without a new one allocated.
+func (d *Driver) readRequest(ctx context.Context, p *cachedPlan, r request, out []value.VQT) {
 	if reason, demoted := d.demoted(r.unit); demoted {
 		fill(out, r, value.BadNotConnected, reason)
 		return
@@ -327,7 +332,7 @@ func (d *Driver) readRequest(ctx context.Context, r request, out []value.VQT) {
 			d.splitGen++
 			d.mu.Unlock()
 			for _, s := range splitRequest(r) {
-				d.readRequest(ctx, s, out)
+				d.readRequest(ctx, p, s, out)
 			}
 			return
 		}
@@ -335,13 +340,24 @@ func (d *Driver) readRequest(ctx context.Context, r request, out []value.VQT) {
 		return
 	}
 	now := time.Now().UTC()
+	p.lastMu.Lock()
+	defer p.lastMu.Unlock()
+	if p.last == nil && r.fc > 2 {
+		p.last = make([]lastValue, len(p.points))
+	}
 	for _, it := range r.items {
 		var v value.Value
 		var err error
 		if r.fc <= 2 {
 			v, err = decodeBit(raw, it.start()-r.start)
 		} else {
-			v, err = decodeRegisters(it.spec, raw[2*(it.start()-r.start):])
+			b := raw[2*(it.start()-r.start):]
+			key, keyed := registerKey(it.spec, b)
+			if last := &p.last[it.idx]; keyed && last.v != nil && last.key == key {
+				v = last.v
+			} else if v, err = decodeRegisters(it.spec, b); err == nil && keyed {
+				*last = lastValue{key: key, v: v}
+			}
 		}
 		if err != nil {
 			out[it.idx] = value.Bad(value.BadCommunicationError, err.Error(), now)

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"qubiq.dev/edge/device"
+	"qubiq.dev/edge/value"
 )
 
 // planCacheSize is how many point sets (scan classes) a Driver keeps plans
@@ -30,6 +31,16 @@ type cachedPlan struct {
 	gen    uint64
 	reqs   []request
 	bad    []badPoint
+
+	lastMu sync.Mutex  // guards last
+	last   []lastValue // by point index: the number decoded at the last scan (readRequest)
+}
+
+// lastValue is a number decoded from registers, and those registers
+// (registerKey).
+type lastValue struct {
+	key uint64
+	v   value.Value
 }
 
 type badPoint struct {

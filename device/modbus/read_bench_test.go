@@ -15,9 +15,9 @@ import (
 
 // benchServer is a Modbus TCP server for the benchmarks that allocates
 // nothing per request (as bench/cmd/fastmodbus): register i reads as
-// uint16(i*7 + tick), tick bumped by every request, so every value
-// changes from one scan to the next.
-func benchServer(b *testing.B) string {
+// uint16(i*7 + tick), tick bumped by every request unless static, so
+// every value changes from one scan to the next (static: never).
+func benchServer(b *testing.B, static bool) string {
 	b.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -39,7 +39,9 @@ func benchServer(b *testing.B) string {
 					if _, err := io.ReadFull(r, in[:12]); err != nil {
 						return
 					}
-					tick++
+					if !static {
+						tick++
+					}
 					addr, qty := int(binary.BigEndian.Uint16(in[8:])), int(binary.BigEndian.Uint16(in[10:]))
 					copy(out[:7], in[:7])
 					out[7], out[8] = in[7], byte(2*qty)
@@ -58,10 +60,17 @@ func benchServer(b *testing.B) string {
 }
 
 // BenchmarkReadFloat32: one scan of 1,000 float32 points (2,000
-// contiguous holding registers, 16 requests), bench-devices' device.
+// contiguous holding registers, 16 requests), bench-devices' device;
+// "changing": every value differs from the last scan's, "static": none.
 func BenchmarkReadFloat32(b *testing.B) {
+	for _, mode := range []string{"changing", "static"} {
+		b.Run(mode, func(b *testing.B) { benchReadFloat32(b, mode == "static") })
+	}
+}
+
+func benchReadFloat32(b *testing.B, static bool) {
 	c := DefaultConfig
-	c.URL = benchServer(b)
+	c.URL = benchServer(b, static)
 	d := NewDriver("bench", c, nil)
 	if err := d.Open(context.Background()); err != nil {
 		b.Fatal(err)

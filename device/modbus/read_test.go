@@ -815,3 +815,27 @@ func TestDriver_Read_CancelAbortsRequestInFlight(t *testing.T) {
 		cancel2()
 	}
 }
+
+// TestDriver_Read_UnchangedRegistersSameValue: a scan whose registers are
+// unchanged gives the values of the scan before (the ones decoded then),
+// and a register that changed its new value, for every number type.
+func TestDriver_Read_UnchangedRegistersSameValue(t *testing.T) {
+	srv := devicetest.NewModbusServer(t)
+	srv.SetHolding(0, 0x3DCC, 0xCCCD, 0xFFEC, 0x0001, 0x0002)
+	d := newTestDriver(t, srv, nil)
+	points := []device.Point{pt("HR0", value.Float32, ""), pt("HR2", value.Int16, ""), pt("HR3", value.Uint32, ""), pt("HR2.0", value.Bool, "")}
+	out := make([]value.VQT, len(points))
+	for range 2 {
+		d.ReadInto(context.Background(), points, out)
+		wantGood(t, "HR0 float32", out[0], 0.1)
+		wantGood(t, "HR2 int16", out[1], int64(-20))
+		wantGood(t, "HR3 uint32", out[2], uint64(0x10002))
+		wantGood(t, "HR2.0", out[3], false)
+	}
+	srv.SetHolding(0, 0x4120, 0x0000, 0x0001)
+	d.ReadInto(context.Background(), points, out)
+	wantGood(t, "HR0 float32 after the change", out[0], 10.0)
+	wantGood(t, "HR2 int16 after the change", out[1], int64(1))
+	wantGood(t, "HR3 uint32 unchanged", out[2], uint64(0x10002))
+	wantGood(t, "HR2.0 after the change", out[3], true)
+}
