@@ -92,6 +92,10 @@ type Stater interface {
 // provides: ReadInto is Read with out (len(points) long) as the result,
 // every element written; the caller may reuse out once it returned. The
 // tag engine's scans use it so that a scan allocates no result slice.
+// points must not be modified after the call: a driver may keep the slice
+// itself (not a copy) as the key of what it prepared for those points
+// (the Modbus driver's read plans), and know it again by its address
+// (the engine passes each scan class's own slice, which never changes).
 type IntoReader interface {
 	ReadInto(ctx context.Context, points []Point, out []value.VQT)
 }

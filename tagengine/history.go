@@ -53,15 +53,15 @@ type histState struct {
 // recordable reports whether the change v of st passes its history policy,
 // and remembers it as recorded when it does. The caller holds e.mu.
 func (e *Engine) recordable(st *tagState, v value.VQT) bool {
-	p := st.tag.History
-	if p == nil {
-		return false
+	if st.hist == nil {
+		return false // no policy (st.tag.History is not read)
 	}
+	p := st.tag.History
 	if st.hist.has && !p.Passes(st.hist.last, v) {
 		e.histSkipped.Add(1)
 		return false
 	}
-	st.hist = histState{last: v, has: true, at: e.now()}
+	*st.hist = histState{last: v, has: true, at: e.now()}
 	return true
 }
 
@@ -79,7 +79,7 @@ func (e *Engine) forceHistory() {
 		}
 		v := st.cur
 		v.Time = now.UTC()
-		st.hist = histState{last: v, has: true, at: now}
+		*st.hist = histState{last: v, has: true, at: now}
 		out = append(out, Change{Path: st.tag.Path, VQT: v, record: true})
 	}
 	e.mu.Unlock()

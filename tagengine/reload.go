@@ -43,7 +43,7 @@ func (e *Engine) TakeOver(old *Engine, keepDevice func(name string) bool) {
 		st.cur = prev.cur
 		st.seeded = prev.seeded
 		if prev.tag.History != nil && st.tag.History != nil && *prev.tag.History == *st.tag.History {
-			st.hist = prev.hist // the same policy keeps its deadband state
+			*st.hist = *prev.hist // the same policy keeps its deadband state
 		}
 		if r, ok := e.devices[st.tag.Device].(device.Restorer); ok && prev.cur.Value != nil {
 			raw, err := st.tag.Scale.ToRaw(prev.cur.Value, st.tag.Point.Type)

@@ -3,6 +3,7 @@ package tagengine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -88,6 +89,12 @@ func (e *Engine) apply(g *group, vals []value.VQT, gen uint64) {
 		if st.written > gen {
 			continue
 		}
+		if len(changes) == cap(changes) {
+			// Room for every tag left at once, not grown by doubling (a
+			// batch from the pool after a collection starts empty); a
+			// scan with no change allocates nothing.
+			changes = slices.Grow(changes, len(g.tags)-i)
+		}
 		changes = append(changes, Change{})
 		if !e.updateInto(st, &vals[i], &changes[len(changes)-1]) {
 			changes = changes[:len(changes)-1]
@@ -133,7 +140,9 @@ func (e *Engine) updateInto(st *tagState, in *value.VQT, out *Change) bool {
 	}
 	if v.Quality.IsGood() || v.Quality.IsUncertain() {
 		raw := v.Value
-		v.Value = st.tag.Scale.ToEng(v.Value)
+		if st.scaled {
+			v.Value = st.tag.Scale.ToEng(v.Value)
+		}
 		if value.NonFinite(v.Value) != "" {
 			v = nonFinite(v, raw, st.tag.PassNonFinite)
 		}
@@ -161,8 +170,12 @@ func (e *Engine) updateInto(st *tagState, in *value.VQT, out *Change) bool {
 	// A change of quality, of the raw status code alone (OPC UA Good →
 	// Good_Clamped → Good with the same value) or of the reason is a
 	// change; the deadband only holds back a value whose status stayed.
+	var band Deadband // the zero Deadband passes every change: st.tag's is not read
+	if st.banded {
+		band = st.tag.Deadband
+	}
 	if old.Quality == v.Quality && old.StatusCode == v.StatusCode && old.Reason == v.Reason &&
-		!st.tag.Deadband.Exceeded(old.Value, v.Value) {
+		!band.Exceeded(old.Value, v.Value) {
 		return false
 	}
 	st.cur = v

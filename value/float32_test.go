@@ -3,6 +3,7 @@ package value
 import (
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"testing"
 )
 
@@ -45,4 +46,55 @@ func TestFloat32Decimal_ShortestAndBitExact(t *testing.T) {
 	if Conforms(Float32, 0.1000000001) {
 		t.Error("0.1000000001 is not a float32 value (neither exact nor a shortest decimal) but conforms")
 	}
+}
+
+// float32DecimalRef is Float32Decimal by its definition: the shortest
+// decimal, formatted and parsed back.
+func float32DecimalRef(f float32) float64 {
+	d, err := strconv.ParseFloat(strconv.FormatFloat(float64(f), 'g', -1, 32), 64)
+	if err != nil {
+		panic(err)
+	}
+	return d
+}
+
+// TestFloat32Decimal_MatchesDefinition: the conversion without a parse
+// (exactDecimal) gives the same float64, bit for bit, as formatting the
+// shortest decimal and parsing it, for mantissas drawn at random under
+// every exponent, the first and last mantissas of each, and the
+// subnormals.
+func TestFloat32Decimal_MatchesDefinition(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 5))
+	check := func(b uint32) {
+		f := math.Float32frombits(b)
+		got, want := Float32Decimal(f), float32DecimalRef(f)
+		if math.Float64bits(got) != math.Float64bits(want) && !(math.IsNaN(got) && math.IsNaN(want)) {
+			t.Fatalf("Float32Decimal(%#08x) = %v, want %v", b, got, want)
+		}
+	}
+	for exp := uint32(0); exp < 255; exp++ {
+		for sign := uint32(0); sign < 2; sign++ {
+			base := sign<<31 | exp<<23
+			for m := uint32(0); m < 64; m++ {
+				check(base | m)
+				check(base | (1<<23 - 1 - m))
+			}
+			for range 2000 {
+				check(base | r.Uint32N(1<<23))
+			}
+		}
+	}
+}
+
+func BenchmarkFloat32Decimal(b *testing.B) {
+	fs := make([]float32, 1024)
+	for i := range fs {
+		fs[i] = math.Float32frombits(uint32(i*7)<<16 | uint32(i*7+7))
+	}
+	b.ResetTimer()
+	var sum float64
+	for i := range b.N {
+		sum += Float32Decimal(fs[i&1023])
+	}
+	_ = sum
 }

@@ -182,7 +182,11 @@ func newSpec(a Address, t value.Type, order string) (spec, error) {
 // sequence of the registers on the wire for order o, or back: the mapping is
 // its own inverse.
 func reorder(b []byte, o ByteOrder) []byte {
-	out := make([]byte, len(b))
+	return reorderInto(make([]byte, len(b)), b, o)
+}
+
+// reorderInto is reorder into out (len(b) long), which it returns.
+func reorderInto(out, b []byte, o ByteOrder) []byte {
 	copy(out, b)
 	if o.wordSwap() && len(out) > 2 {
 		n := len(out) / 2
@@ -223,7 +227,11 @@ func decodeRegisters(s spec, raw []byte) (value.Value, error) {
 		}
 		return decodeText(b, s.enc), nil
 	}
-	b := reorder(raw, s.order)
+	var buf [8]byte // numbers are at most 4 registers
+	b := raw
+	if s.order != ABCD {
+		b = reorderInto(buf[:len(raw)], raw, s.order)
+	}
 	switch s.typ {
 	case value.Int16:
 		return int64(int16(binary.BigEndian.Uint16(b))), nil
@@ -243,6 +251,22 @@ func decodeRegisters(s spec, raw []byte) (value.Value, error) {
 		return math.Float64frombits(binary.BigEndian.Uint64(b)), nil
 	}
 	return nil, fmt.Errorf("decode: type %s not supported", s.typ)
+}
+
+// registerKey is the raw register bytes of a number (at most 4
+// registers) as one integer, and whether s is a number whose value
+// decodeRegisters computes from them alone (not a string or a register
+// bit, and raw long enough): two equal keys decode to the same value.
+func registerKey(s spec, raw []byte) (uint64, bool) {
+	n := 2 * s.typ.Registers()
+	if s.addr.Bit >= 0 || s.addr.Length > 0 || n == 0 || n > 8 || len(raw) < n {
+		return 0, false
+	}
+	var k uint64
+	for _, c := range raw[:n] {
+		k = k<<8 | uint64(c)
+	}
+	return k, true
 }
 
 // encodeRegisters turns v, already coerced to s.typ by value.Coerce, into the

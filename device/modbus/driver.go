@@ -216,17 +216,23 @@ func (d *Driver) State() (string, string) {
 // without a request.
 func (d *Driver) Read(ctx context.Context, points []device.Point) []value.VQT {
 	out := make([]value.VQT, len(points))
-	d.ReadInto(ctx, points, out)
+	d.read(ctx, points, out, false)
 	return out
 }
 
 // ReadInto implements device.IntoReader: Read into out (len(points)
-// long), which it clears first.
+// long), which it clears first. The plan made for points keeps points
+// itself, not a copy (device.IntoReader: the caller does not modify it).
 func (d *Driver) ReadInto(ctx context.Context, points []device.Point, out []value.VQT) {
+	d.read(ctx, points, out, true)
+}
+
+func (d *Driver) read(ctx context.Context, points []device.Point, out []value.VQT, keep bool) {
 	out = out[:len(points)]
 	clear(out)
-	for _, r := range d.plan(points, out) {
-		d.readRequest(ctx, r, out)
+	p := d.plan(points, out, keep)
+	for _, r := range p.reqs {
+		d.readRequest(ctx, p, r, out)
 	}
 }
 
@@ -238,7 +244,7 @@ func (d *Driver) ReadInto(ctx context.Context, points []device.Point, out []valu
 // address, quantity (registers, or bits for FC1/FC2) and the tags it
 // serves, in address order.
 func (d *Driver) Plan(points []device.Point) []device.PlannedRequest {
-	rs := d.plan(points, nil)
+	rs := d.plan(points, nil, false).reqs
 	out := make([]device.PlannedRequest, 0, len(rs))
 	for _, r := range rs {
 		pr := device.PlannedRequest{Function: int(r.fc), Unit: int(r.unit), Start: r.start, Count: r.qty,
@@ -253,14 +259,19 @@ func (d *Driver) Plan(points []device.Point) []device.PlannedRequest {
 
 // plan parses points and plans their requests, or takes the plan made
 // for the same points before (planCache); when out is not nil, a point
-// whose address does not parse gets Bad_ConfigurationError there.
-func (d *Driver) plan(points []device.Point, out []value.VQT) []request {
+// whose address does not parse gets Bad_ConfigurationError there. A new
+// plan keeps points itself when keep is set (ReadInto), else a copy.
+func (d *Driver) plan(points []device.Point, out []value.VQT, keep bool) *cachedPlan {
 	d.mu.Lock()
 	gen := d.splitGen
 	d.mu.Unlock()
 	p := d.plans.get(points, gen)
 	if p == nil {
-		p = &cachedPlan{points: slices.Clone(points), gen: gen}
+		key := points
+		if !keep {
+			key = slices.Clone(points)
+		}
+		p = &cachedPlan{points: key, gen: gen}
 		items := make([]item, 0, len(points))
 		for i, pt := range points {
 			s, err := d.spec(pt)
@@ -279,7 +290,7 @@ func (d *Driver) plan(points []device.Point, out []value.VQT) []request {
 			out[b.idx] = value.Bad(value.BadConfigurationError, b.reason, now)
 		}
 	}
-	return p.reqs
+	return p
 }
 
 func (d *Driver) splitOf(k reqKey) byte {
@@ -288,12 +299,17 @@ func (d *Driver) splitOf(k reqKey) byte {
 	return d.split[k]
 }
 
-func (d *Driver) readRequest(ctx context.Context, r request, out []value.VQT) {
+// readRequest sends r and decodes its points into out. A number whose
+// registers are the same as at the last scan of p takes the value decoded
+// then (p.last): decoding is a function of the registers alone, so the
+// value is the same, without a new one allocated.
+func (d *Driver) readRequest(ctx context.Context, p *cachedPlan, r request, out []value.VQT) {
 	if reason, demoted := d.demoted(r.unit); demoted {
 		fill(out, r, value.BadNotConnected, reason)
 		return
 	}
-	raw, rerr := d.link.do(ctx, r.unit, true, func(c modbus.Client) ([]byte, error) {
+	var buf [maxPDUSize]byte
+	raw, rerr := d.link.do(ctx, r.unit, true, buf[:0], func(c modbus.Client) ([]byte, error) {
 		start, qty := uint16(r.start), uint16(r.qty)
 		switch r.fc {
 		case 1:
@@ -316,7 +332,7 @@ func (d *Driver) readRequest(ctx context.Context, r request, out []value.VQT) {
 			d.splitGen++
 			d.mu.Unlock()
 			for _, s := range splitRequest(r) {
-				d.readRequest(ctx, s, out)
+				d.readRequest(ctx, p, s, out)
 			}
 			return
 		}
@@ -324,13 +340,24 @@ func (d *Driver) readRequest(ctx context.Context, r request, out []value.VQT) {
 		return
 	}
 	now := time.Now().UTC()
+	p.lastMu.Lock()
+	defer p.lastMu.Unlock()
+	if p.last == nil && r.fc > 2 {
+		p.last = make([]lastValue, len(p.points))
+	}
 	for _, it := range r.items {
 		var v value.Value
 		var err error
 		if r.fc <= 2 {
 			v, err = decodeBit(raw, it.start()-r.start)
 		} else {
-			v, err = decodeRegisters(it.spec, raw[2*(it.start()-r.start):])
+			b := raw[2*(it.start()-r.start):]
+			key, keyed := registerKey(it.spec, b)
+			if last := &p.last[it.idx]; keyed && last.v != nil && last.key == key {
+				v = last.v
+			} else if v, err = decodeRegisters(it.spec, b); err == nil && keyed {
+				*last = lastValue{key: key, v: v}
+			}
 		}
 		if err != nil {
 			out[it.idx] = value.Bad(value.BadCommunicationError, err.Error(), now)
@@ -444,7 +471,7 @@ func (d *Driver) Write(ctx context.Context, p device.Point, v value.Value) error
 		}
 		fn = registerWrite(off, data, single)
 	}
-	_, rerr := d.link.do(ctx, unit, false, fn)
+	_, rerr := d.link.do(ctx, unit, false, nil, fn)
 	d.note(unit, rerr)
 	return writeError(rerr)
 }
@@ -464,7 +491,7 @@ func (d *Driver) writeBit(ctx context.Context, unit byte, s spec, on, single boo
 	d.rmw.Lock()
 	defer d.rmw.Unlock()
 	off := s.addr.Offset
-	raw, rerr := d.link.do(ctx, unit, true, func(c modbus.Client) ([]byte, error) {
+	raw, rerr := d.link.do(ctx, unit, true, nil, func(c modbus.Client) ([]byte, error) {
 		return c.ReadHoldingRegisters(off, 1)
 	})
 	d.note(unit, rerr)
@@ -477,7 +504,7 @@ func (d *Driver) writeBit(ctx context.Context, unit byte, s spec, on, single boo
 	} else {
 		reg &^= 1 << uint(s.addr.Bit)
 	}
-	_, rerr = d.link.do(ctx, unit, false, registerWrite(off, binary.BigEndian.AppendUint16(nil, reg), single))
+	_, rerr = d.link.do(ctx, unit, false, nil, registerWrite(off, binary.BigEndian.AppendUint16(nil, reg), single))
 	d.note(unit, rerr)
 	return writeError(rerr)
 }

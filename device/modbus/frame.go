@@ -25,20 +25,26 @@ func badFrame(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{errBadFrame}, args...)...)
 }
 
-// readFrame reads one MBAP frame from r. It never reads past the frame: the
+// maxADUSize is the largest MBAP frame: the header and the largest PDU.
+const maxADUSize = mbapHeaderSize + maxPDUSize
+
+// readFrame reads one MBAP frame from r into buf (a new array when nil)
+// and returns it, a slice of buf. It never reads past the frame: the
 // length field is checked against the PDU size limit first (docs/architecture.md,
 // Rules from the field: parse every response as hostile).
-func readFrame(r io.Reader) ([]byte, error) {
-	var hdr [mbapHeaderSize]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+func readFrame(r io.Reader, buf *[maxADUSize]byte) ([]byte, error) {
+	if buf == nil {
+		buf = new([maxADUSize]byte)
+	}
+	hdr := buf[:mbapHeaderSize]
+	if _, err := io.ReadFull(r, hdr); err != nil {
 		return nil, err
 	}
 	length := int(binary.BigEndian.Uint16(hdr[4:]))
 	if length < 2 || length > maxPDUSize+1 {
 		return nil, badFrame("MBAP length %d out of range 2..%d", length, maxPDUSize+1)
 	}
-	frame := make([]byte, 6+length)
-	copy(frame, hdr[:])
+	frame := buf[:6+length]
 	if _, err := io.ReadFull(r, frame[mbapHeaderSize:]); err != nil {
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF

@@ -87,7 +87,7 @@ func TestReadFrame_Hostile(t *testing.T) {
 				in = append(append([]byte(nil), in...), 0xAA, 0xBB) // must stay unread
 			}
 			r := bytes.NewReader(in)
-			f, err := readFrame(r)
+			f, err := readFrame(r, nil)
 			if tt.want == nil {
 				if err != nil || !bytes.Equal(f, tt.in) {
 					t.Errorf("readFrame = % X, %v; want % X", f, err, tt.in)
@@ -109,7 +109,7 @@ func TestReadFrame_Hostile(t *testing.T) {
 type replay struct{ resp []byte }
 
 func (r replay) Send(req []byte) ([]byte, error) {
-	f, err := readFrame(bytes.NewReader(r.resp))
+	f, err := readFrame(bytes.NewReader(r.resp), nil)
 	if err != nil {
 		return nil, err
 	}

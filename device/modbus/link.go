@@ -1,6 +1,7 @@
 package modbus
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -76,6 +77,14 @@ type link struct {
 
 	stats *device.Counters // the Driver's request statistics
 
+	// abortMu guards the cancellation watch (watch): the Done channel of
+	// the context watched, the function that ends the watch, and the
+	// connection of the request in flight, which a cancellation aborts.
+	abortMu  sync.Mutex
+	watched  <-chan struct{}
+	unwatch  func() bool
+	inflight conn
+
 	mu     sync.Mutex // guards closed, state, reason
 	closed bool
 	state  string
@@ -108,10 +117,22 @@ func newLink(ep endpoint, c Config, log *slog.Logger, stats *device.Counters) *l
 // request, one response, on the connection link chose, under the deadline
 // link set. sent reports whether any byte of the request went out (a write
 // that failed after that may have been applied).
+//
+// On Modbus TCP the response is read through a small buffered reader of
+// the connection, so that a frame that arrived whole is read in one
+// system call; what a device sent after the frame stays in that buffer
+// for the next read, as it would stay in the socket (and fails that
+// read's checks: link then drops the connection and the buffer with it).
+// The response lands in resp, reused by every request: what Send returns
+// is valid until the next request on the link.
 type transport struct {
 	conn conn
 	rtu  bool // RTU framing (readRTUFrame), else MBAP (readFrame, checkResponse)
 	sent bool
+
+	br     *bufio.Reader // Modbus TCP: reads conn (brConn); nil until the first request
+	brConn conn
+	resp   [maxADUSize]byte
 }
 
 // Send writes adu and reads one response frame, verified by checkResponse
@@ -128,7 +149,13 @@ func (t *transport) Send(adu []byte) ([]byte, error) {
 	if t.rtu {
 		return readRTUFrame(t.conn, adu)
 	}
-	resp, err := readFrame(t.conn)
+	if t.br == nil {
+		t.br = bufio.NewReaderSize(t.conn, maxADUSize)
+	} else if t.brConn != t.conn {
+		t.br.Reset(t.conn) // a new connection: nothing of the old one is read
+	}
+	t.brConn = t.conn
+	resp, err := readFrame(t.br, &t.resp)
 	if err != nil {
 		return nil, err
 	}
@@ -155,11 +182,13 @@ func (e *reqError) Unwrap() error { return e.err }
 var errClosed = errors.New("driver closed")
 
 // do runs fn, one goburrow client call, on the connection for unit, dialling
-// first when needed. A read (idempotent) that fails because the device had
+// first when needed, and returns fn's result copied into dst (appended to
+// dst[:0]): fn's result is the link's response buffer, which the next
+// request overwrites. A read (idempotent) that fails because the device had
 // closed a connection opened earlier (devices close idle connections) is
 // tried once more on a new connection; a write is never retried (docs/architecture.md,
 // Rules from the field).
-func (l *link) do(ctx context.Context, unit byte, idempotent bool, fn func(modbus.Client) ([]byte, error)) ([]byte, *reqError) {
+func (l *link) do(ctx context.Context, unit byte, idempotent bool, dst []byte, fn func(modbus.Client) ([]byte, error)) ([]byte, *reqError) {
 	select {
 	case l.bus.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -170,7 +199,10 @@ func (l *link) do(ctx context.Context, unit byte, idempotent bool, fn func(modbu
 	for attempt := 0; ; attempt++ {
 		reused := l.bus.current() != nil
 		res, rerr := l.once(ctx, unit, fn)
-		if rerr == nil || !idempotent || attempt > 0 || !reused || !errors.Is(rerr, errPeerClosed) {
+		if rerr == nil {
+			return append(dst[:0], res...), nil
+		}
+		if !idempotent || attempt > 0 || !reused || !errors.Is(rerr, errPeerClosed) {
 			return res, rerr
 		}
 		l.log.Debug("modbus: connection closed by device; retrying read on a new connection", slog.String("reason", rerr.reason))
@@ -218,19 +250,22 @@ func (l *link) once(ctx context.Context, unit byte, fn func(modbus.Client) ([]by
 			return nil, rerr
 		}
 	}
-	aborted := make(chan struct{})
-	stop := context.AfterFunc(ctx, func() {
-		defer close(aborted)
-		_ = nc.SetDeadline(time.Unix(1, 0)) // abort the I/O; the request fails
-	})
+	l.watch(ctx)
+	l.abortMu.Lock()
+	l.inflight = nc
+	l.abortMu.Unlock()
+	if ctx.Err() != nil {
+		// Cancelled before the watch could see the request in flight.
+		_ = nc.SetDeadline(abortDeadline)
+	}
 	l.setUnit(unit)
 	l.tr.conn, l.tr.sent = nc, false
 	l.lastStart = time.Now()
 	res, err := fn(l.client)
 	lat := time.Since(l.lastStart)
-	if !stop() {
-		<-aborted // the abort must not land on a later request's deadline
-	}
+	l.abortMu.Lock()
+	l.inflight = nil // an abort after this point would land on a later request's deadline
+	l.abortMu.Unlock()
 	sent := l.tr.sent
 	l.tr.conn = nil
 	if l.tr.rtu {
@@ -257,6 +292,34 @@ func (l *link) once(ctx context.Context, unit byte, fn func(modbus.Client) ([]by
 		l.bus.drop(nc, err, l.log)
 	}
 	return nil, rerr
+}
+
+// abortDeadline is the past deadline that aborts a connection's I/O.
+var abortDeadline = time.Unix(1, 0)
+
+// watch makes a cancellation of ctx abort the I/O of the request in
+// flight (inflight), at once: one context.AfterFunc per context whose
+// Done channel differs from the last one watched (the scans pass the
+// same context every time), not one per request. A context that is never
+// cancelled needs none. The caller holds bus.sem.
+func (l *link) watch(ctx context.Context) {
+	done := ctx.Done()
+	l.abortMu.Lock()
+	defer l.abortMu.Unlock()
+	if done == nil || done == l.watched {
+		return
+	}
+	if l.unwatch != nil {
+		l.unwatch()
+	}
+	l.watched = done
+	l.unwatch = context.AfterFunc(ctx, func() {
+		l.abortMu.Lock()
+		defer l.abortMu.Unlock()
+		if l.watched == done && l.inflight != nil {
+			_ = l.inflight.SetDeadline(abortDeadline) // abort the I/O; the request fails
+		}
+	})
 }
 
 // waitInterval sleeps until min_interval has passed since the last request
@@ -342,6 +405,12 @@ func (l *link) close() error {
 	if was {
 		return nil
 	}
+	l.abortMu.Lock()
+	if l.unwatch != nil {
+		l.unwatch()
+		l.unwatch, l.watched = nil, nil
+	}
+	l.abortMu.Unlock()
 	return l.bus.release()
 }
 

@@ -146,3 +146,30 @@ func TestDriver_Read_PlanCachedUntilChange(t *testing.T) {
 		t.Errorf("after the split the wire carried %v, want [u1 fc3 0+1 u1 fc3 10+1]", got)
 	}
 }
+
+// TestDriver_ReadInto_PlanKeepsCallersPoints: a scan's plan keeps the
+// caller's points (device.IntoReader: not modified after the call), not a
+// copy of them, and the next scan of the same slice finds it; Read, whose
+// callers may reuse their slice, plans over a copy.
+func TestDriver_ReadInto_PlanKeepsCallersPoints(t *testing.T) {
+	srv := devicetest.NewModbusServer(t)
+	srv.SetHolding(0, 1, 2)
+	d := newTestDriver(t, srv, nil)
+	points := []device.Point{pt("HR0", value.Int16, ""), pt("HR1", value.Int16, "")}
+	out := make([]value.VQT, len(points))
+	d.ReadInto(context.Background(), points, out)
+	wantGood(t, "HR1", out[1], int64(2))
+	p := d.plans.get(points, 0)
+	if p == nil || &p.points[0] != &points[0] {
+		t.Fatal("the plan of ReadInto does not keep the caller's points")
+	}
+	d.ReadInto(context.Background(), points, out)
+	if d.plans.get(points, 0) != p || len(d.plans.entries) != 1 {
+		t.Error("a second ReadInto of the same points made a new plan")
+	}
+	other := []device.Point{pt("HR1", value.Int16, "")}
+	d.Read(context.Background(), other)
+	if q := d.plans.get(other, 0); q == nil || &q.points[0] == &other[0] {
+		t.Error("the plan of Read keeps the caller's slice, want a copy")
+	}
+}

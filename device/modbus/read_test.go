@@ -781,3 +781,61 @@ func TestDriver_ReadInto_SameAsRead(t *testing.T) {
 		}
 	}
 }
+
+// TestDriver_Read_CancelAbortsRequestInFlight: cancelling the context of
+// a read aborts its request in flight at once, with a timeout far away,
+// also when the context served earlier requests (the scans pass one
+// context); the abort lands on no later request.
+func TestDriver_Read_CancelAbortsRequestInFlight(t *testing.T) {
+	srv := devicetest.NewModbusServer(t)
+	srv.SetHolding(0, 7)
+	d := newTestDriver(t, srv, func(c *Config) { c.Timeout = device.Duration(time.Hour) })
+	p := []device.Point{pt("HR0", value.Int16, "")}
+	for _, earlier := range []int{0, 3} {
+		srv.SetHook(nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		for range earlier {
+			wantGood(t, "read before the cancel", d.Read(ctx, p)[0], int64(7))
+		}
+		arrived := make(chan struct{}, 1)
+		srv.SetHook(func(devicetest.Request) *devicetest.Reply {
+			arrived <- struct{}{}
+			return &devicetest.Reply{NoReply: true}
+		})
+		go func() { <-arrived; cancel() }()
+		v := d.Read(ctx, p)[0]
+		wantQuality(t, "read cancelled in flight", v, value.BadCommunicationError)
+		if v.Reason != "canceled" {
+			t.Errorf("reason %q, want canceled", v.Reason)
+		}
+		srv.SetHook(nil)
+		wantGood(t, "read after the cancel (another context)", d.Read(context.Background(), p)[0], int64(7))
+		ctx2, cancel2 := context.WithCancel(context.Background())
+		wantGood(t, "read after the cancel (a new cancellable context)", d.Read(ctx2, p)[0], int64(7))
+		cancel2()
+	}
+}
+
+// TestDriver_Read_UnchangedRegistersSameValue: a scan whose registers are
+// unchanged gives the values of the scan before (the ones decoded then),
+// and a register that changed its new value, for every number type.
+func TestDriver_Read_UnchangedRegistersSameValue(t *testing.T) {
+	srv := devicetest.NewModbusServer(t)
+	srv.SetHolding(0, 0x3DCC, 0xCCCD, 0xFFEC, 0x0001, 0x0002)
+	d := newTestDriver(t, srv, nil)
+	points := []device.Point{pt("HR0", value.Float32, ""), pt("HR2", value.Int16, ""), pt("HR3", value.Uint32, ""), pt("HR2.0", value.Bool, "")}
+	out := make([]value.VQT, len(points))
+	for range 2 {
+		d.ReadInto(context.Background(), points, out)
+		wantGood(t, "HR0 float32", out[0], 0.1)
+		wantGood(t, "HR2 int16", out[1], int64(-20))
+		wantGood(t, "HR3 uint32", out[2], uint64(0x10002))
+		wantGood(t, "HR2.0", out[3], false)
+	}
+	srv.SetHolding(0, 0x4120, 0x0000, 0x0001)
+	d.ReadInto(context.Background(), points, out)
+	wantGood(t, "HR0 float32 after the change", out[0], 10.0)
+	wantGood(t, "HR2 int16 after the change", out[1], int64(1))
+	wantGood(t, "HR3 uint32 unchanged", out[2], uint64(0x10002))
+	wantGood(t, "HR2.0 after the change", out[3], true)
+}
