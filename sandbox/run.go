@@ -392,8 +392,9 @@ func (p *Pool) dispatch(ctx context.Context, g auth.Grant, run string, c *rpc.Ca
 		params = json.RawMessage("null")
 	}
 	var v json.RawMessage
+	var bin []byte
 	if c.Method == "tag.read" && p.tagReader != nil {
-		v, err = readTagColumns(ctx, p.tagReader, g, params)
+		bin, err = readTagColumns(ctx, p.tagReader, g, params)
 	} else {
 		v, err = p.svc.Call(ctx, g, c.Method, params)
 	}
@@ -409,10 +410,14 @@ func (p *Pool) dispatch(ctx context.Context, g auth.Grant, run string, c *rpc.Ca
 		r.Error = &rpc.CallError{Kind: "error", Message: err.Error()}
 		return r
 	}
+	r.OK = true
+	if bin != nil {
+		r.Binary = bin
+		return r
+	}
 	if len(v) == 0 {
 		v = json.RawMessage("null")
 	}
-	r.OK = true
 	r.Value = v
 	return r
 }
