@@ -367,7 +367,6 @@ func (p *Pool) scriptFailed(w *worker, m *moduleCode, j *job, e *rpc.ScriptError
 // from the one table (ScopeFor), the grant's expiry, then the Services.
 func (p *Pool) dispatch(ctx context.Context, g auth.Grant, run string, c *rpc.Call) *rpc.Result {
 	r := &rpc.Result{Type: rpc.TypeResult, Exec: c.Exec, ID: c.ID}
-	target := "system." + c.Method
 	scope, err := ScopeFor(c.Method)
 	if err != nil {
 		p.logger.Warn("system call refused", "run", run, "principal", g.Principal, "method", c.Method, "why", "unknown namespace")
@@ -376,12 +375,13 @@ func (p *Pool) dispatch(ctx context.Context, g auth.Grant, run string, c *rpc.Ca
 		return r
 	}
 	if g.Expired(time.Now()) {
-		de := &auth.DeniedError{Kind: "expired", Need: "an unexpired grant", Target: target}
+		de := &auth.DeniedError{Kind: "expired", Need: "an unexpired grant", Target: "system." + c.Method}
 		p.auditRefusal(g, c.Method, de)
 		r.Error = &rpc.CallError{Kind: "permission_denied", Message: de.Error()}
 		return r
 	}
-	if err := g.RequireScope(scope, target); err != nil {
+	if !g.HasScope(scope) { // RequireScope's rule; its error names the target, made only for a refusal
+		err := g.RequireScope(scope, "system."+c.Method)
 		p.logger.Info("system call refused", "run", run, "principal", g.Principal, "method", c.Method, "scope", scope)
 		p.auditRefusal(g, c.Method, err)
 		r.Error = &rpc.CallError{Kind: "permission_denied", Message: err.Error(), Scope: string(scope)}

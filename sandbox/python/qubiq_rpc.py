@@ -117,6 +117,7 @@ def validate(msg):
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 _ENCODERS = {None: _ENCODER}
 _HEADER = struct.Struct(">I")
+HEADER = _HEADER  # the frame header (a 4-byte big-endian length)
 
 
 def encode(msg, default=None):

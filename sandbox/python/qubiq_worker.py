@@ -183,9 +183,15 @@ def _paths(paths, what):
     return out
 
 
+def _call_tail(method, raw):
+    """The end of a call frame of method with params already encoded (raw)."""
+    return b',"method":"%s","params":%s}' % (method.encode("ascii"), raw)
+
+
 class _Tag(_Namespace):
-    # _rc caches the last path list read and its JSON: a script that polls
-    # the same tags in a loop does not pay for encoding them each time.
+    # _rc caches the last path list read and the end of its call frame: a
+    # script that polls the same tags in a loop does not pay for encoding
+    # them each time.
     __slots__ = ("_rc",)
 
     def __init__(self, call):
@@ -196,12 +202,12 @@ class _Tag(_Namespace):
         """Read tags: a list of QualifiedValue, one per path, in order."""
         rc = self._rc
         if rc is not None and type(paths) is list and rc[0] == paths:
-            paths, raw = rc
+            paths, tail = rc
         else:
             paths = _paths(paths, "system.tag.read")
-            raw = rpc.dumps({"paths": paths})
-            object.__setattr__(self, "_rc", (paths, raw))
-        res = self._call("tag.read", None, raw)
+            tail = _call_tail("tag.read", rpc.dumps({"paths": paths}))
+            object.__setattr__(self, "_rc", (paths, tail))
+        res = self._call("tag.read", None, tail)
         if type(res) is tuple:
             return _from_columns(paths, res)
         return [QualifiedValue(r.get("path"), r.get("value"), r.get("quality"),
@@ -393,14 +399,19 @@ class Worker:
         counter = itertools.count(1)
         ch = self.ch
 
-        exec_b = exec_id.encode("ascii")
+        head = b'{"type":"call","exec":"%s","id":' % exec_id.encode("ascii")
+        pack = rpc.HEADER.pack
+        max_frame = rpc.MAX_FRAME
 
-        def call(method, params, raw=None):
-            """Call system.<method>; raw, when given, is params already encoded."""
+        def call(method, params, tail=None):
+            """Call system.<method>; tail, when given, is the end of the
+            call frame already encoded: ,"method":"…","params":…}."""
             cid = next(counter)
-            if raw is not None:
-                frame = rpc.frame(b'{"type":"call","exec":"%s","id":%d,"method":"%s","params":%s}'
-                                  % (exec_b, cid, method.encode("ascii"), raw))
+            if tail is not None:
+                body = b"%b%d%b" % (head, cid, tail)
+                if len(body) > max_frame:
+                    raise rpc.ProtocolError("frame of %d bytes exceeds the maximum" % len(body))
+                frame = pack(len(body)) + body
             else:
                 try:
                     frame = rpc.encode({"type": "call", "exec": exec_id, "id": cid, "method": method,
@@ -427,7 +438,7 @@ class Worker:
                 raise Fatal("expected the result of call %d, got %s" % (cid, msg["type"]))
             if msg["ok"]:
                 v = msg.get("value")
-                if raw is None and (type(v) is list or type(v) is dict):
+                if tail is None and (type(v) is list or type(v) is dict):
                     return _untag(v)
                 return v
             err = msg.get("error") or {}

@@ -7,9 +7,10 @@
 //
 // A frame is a 4-byte big-endian unsigned length followed by that many bytes
 // of UTF-8 JSON holding one object whose first key is "type" (docs/security.md, "The script sandbox").
-// Frames larger than MaxFrame are refused on both sides; an oversized or
-// malformed frame from a worker is a protocol violation, and the daemon kills
-// and replaces that worker.
+// A successful result may instead be a binary frame (daemon → worker only;
+// pickle.go), whose body begins with 0x80. Frames larger than MaxFrame are
+// refused on both sides; an oversized or malformed frame from a worker is a
+// protocol violation, and the daemon kills and replaces that worker.
 //
 // The worker writes its frames to fd 3 and reads the daemon's from fd 4.
 //
