@@ -86,10 +86,7 @@ class StubChannel:
     def __init__(self):
         self.ids = itertools.count(1)
 
-    def send_frame(self, frame):
-        pass
-
-    def recv(self, check=True):
+    def exchange(self, frame):
         msg = rpc._binary(ANSWER)
         return (msg[0], next(self.ids), msg[2])
 

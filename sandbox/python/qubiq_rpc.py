@@ -213,6 +213,29 @@ class Channel:
             return msg
         return validate(msg)
 
+    def exchange(self, frame):
+        """send_frame(frame), then recv(check=False): a system.* call's
+        round trip in one method (the worker's hot path)."""
+        n = os.write(self._w, frame)
+        if n != len(frame):
+            self.send_frame(frame[n:])
+        if not self._buf:
+            chunk = os.read(self._r, 65536)
+            if len(chunk) >= 4 and _HEADER.unpack_from(chunk)[0] == len(chunk) - 4:
+                if chunk[4:5] != b"\x80":
+                    return self._decode(chunk[4:], False)
+                try:
+                    msg = _ploads(chunk[4:])
+                except Exception as e:  # noqa: BLE001 - any failure of the body is a bad frame
+                    raise BadFrame("bad binary frame: %s: %s" % (type(e).__name__, e)) from None
+                if type(msg) is tuple and len(msg) == 3:
+                    return msg
+                raise ProtocolError("a binary frame is not (exec, id, value)")
+            if not chunk:
+                raise EOFError("daemon closed the channel")
+            self._buf += chunk
+        return self.recv(check=False)
+
     def send(self, msg):
         self.send_frame(encode(msg))
 

@@ -418,9 +418,8 @@ class Worker:
                                         "params": params}, default=_arg_default)
                 except (TypeError, ValueError) as e:
                     raise TypeError("system.%s: the arguments are not JSON values: %s" % (method, e)) from None
-            ch.send_frame(frame)
             try:
-                msg = ch.recv(check=False)
+                msg = ch.exchange(frame)
             except rpc.BadJSON as e:
                 # Frames are length-delimited: the stream is intact, the
                 # daemon's answer to this call was not JSON.
