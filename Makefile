@@ -25,24 +25,21 @@ build: deps-go console
 # delete var/ to start afresh), so the store, project imports and script
 # pushes never rewrite tracked files. LISTEN=host:port (a make variable or an
 # environment variable) serves the API there instead of the config's
-# http.listen, without editing any file: the run uses var/.run.yaml, a copy
-# of var/qubiq.yaml with that one value replaced.
-LISTEN ?=
-DEMO   := var
+# http.listen, and DIAG_LISTEN=host:port|off the diagnostics listener
+# (metrics) instead of diagnostics.listen, without editing any file: qubiqd
+# reads them as QUBIQ_HTTP_LISTEN and QUBIQ_DIAGNOSTICS_LISTEN
+# (docs/config.md, "Environment").
+LISTEN      ?=
+DIAG_LISTEN ?=
+DEMO        := var
 run: build
 	@scripts/ensure-deps.sh demo
 	@if [ ! -f $(DEMO)/qubiq.yaml ]; then \
 	  mkdir -p $(DEMO) && cp -R examples/demo/. $(DEMO)/ && \
 	  echo "make run: copied examples/demo to $(DEMO)/ (edit it there; delete $(DEMO)/ to start afresh)"; fi
-	@cfg=$(DEMO)/qubiq.yaml; \
-	if [ -n "$(LISTEN)" ]; then \
-	  cfg=$(DEMO)/.run.yaml; \
-	  awk -v l='$(LISTEN)' 'BEGIN{h=0;d=0} /^http:/{h=1;print;next} h&&/^[^ #]/{h=0} \
-	    h&&!d&&/^[ ]+listen:/{sub(/listen:.*/,"listen: \"" l "\"");d=1} {print} END{exit !d}' \
-	    $(DEMO)/qubiq.yaml > $$cfg || { echo "make run: LISTEN=$(LISTEN): $(DEMO)/qubiq.yaml has no http.listen line to replace" >&2; exit 2; }; \
-	fi; \
-	echo "PYTHON_PATH=$(PYTHON) $(BIN)/qubiqd --config $$cfg"; \
-	PYTHON_PATH=$(PYTHON) exec $(BIN)/qubiqd --config $$cfg
+	@rm -f $(DEMO)/.run.yaml
+	@echo "PYTHON_PATH=$(PYTHON)$(if $(LISTEN), QUBIQ_HTTP_LISTEN=$(LISTEN))$(if $(DIAG_LISTEN), QUBIQ_DIAGNOSTICS_LISTEN=$(DIAG_LISTEN)) $(BIN)/qubiqd --config $(DEMO)/qubiq.yaml"; \
+	PYTHON_PATH=$(PYTHON) QUBIQ_HTTP_LISTEN=$(LISTEN) QUBIQ_DIAGNOSTICS_LISTEN=$(DIAG_LISTEN) exec $(BIN)/qubiqd --config $(DEMO)/qubiq.yaml
 
 deps: deps-go deps-system
 

@@ -146,7 +146,7 @@ type Scripts interface {
 type APIKeys interface {
 	CreateAPIKey(ctx context.Context, g auth.Grant, req gateway.NewAPIKey) (gateway.APIKeyCreated, error)
 	ListAPIKeys(ctx context.Context) ([]gateway.APIKey, error)
-	RevokeAPIKey(ctx context.Context, g auth.Grant, id string) error
+	RevokeAPIKey(ctx context.Context, g auth.Grant, id string) (already bool, err error)
 }
 
 // Devices lists the project's devices and their scan plans
@@ -168,7 +168,7 @@ type UserAdmin interface {
 	ListUsers(ctx context.Context) ([]gateway.User, error)
 	AddUser(ctx context.Context, g auth.Grant, u gateway.NewUser) error
 	SetPassword(ctx context.Context, g auth.Grant, name, password string) error
-	DisableUser(ctx context.Context, g auth.Grant, name string) error
+	DisableUser(ctx context.Context, g auth.Grant, name string) (already bool, err error)
 }
 
 // RefusalAuditor records a refused request: the caller's grant, the route

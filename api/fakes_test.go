@@ -173,11 +173,14 @@ func (f *fakeKeys) ListAPIKeys(context.Context) ([]gateway.APIKey, error) {
 	return []gateway.APIKey{{ID: "k1", Name: "scada", Scopes: []auth.Scope{auth.TagRead}, WriteLevel: auth.LevelView, Created: testNow}}, nil
 }
 
-func (f *fakeKeys) RevokeAPIKey(_ context.Context, _ auth.Grant, id string) error {
-	if id != "k1" {
-		return fmt.Errorf("api key %q: %w", id, ErrNotFound)
+func (f *fakeKeys) RevokeAPIKey(_ context.Context, _ auth.Grant, id string) (bool, error) {
+	switch id {
+	case "k1":
+		return false, nil
+	case "old":
+		return true, nil // revoked before
 	}
-	return nil
+	return false, fmt.Errorf("api key %q: %w", id, ErrNotFound)
 }
 
 type fakeHealth struct{ h gateway.HealthReport }

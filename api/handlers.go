@@ -299,10 +299,15 @@ func (s *Server) listAPIKeys(w http.ResponseWriter, r *http.Request, _ auth.Gran
 
 func (s *Server) revokeAPIKey(w http.ResponseWriter, r *http.Request, g auth.Grant) error {
 	id := r.PathValue("id")
-	if err := s.deps.APIKeys.RevokeAPIKey(r.Context(), g, id); err != nil {
+	already, err := s.deps.APIKeys.RevokeAPIKey(r.Context(), g, id)
+	if err != nil {
 		return err
 	}
-	w.WriteHeader(http.StatusNoContent)
+	if !already {
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	s.writeJSON(w, r, http.StatusOK, apitypes.Done{Already: true, Detail: fmt.Sprintf("api key %q was already revoked; nothing changed", id)})
 	return nil
 }
 

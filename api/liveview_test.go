@@ -171,9 +171,14 @@ type fakeUsers struct {
 func (f *fakeUsers) ListUsers(context.Context) ([]gateway.User, error) {
 	return []gateway.User{{Name: "op", Realm: auth.RealmOperator, Level: auth.LevelOperate, Created: testNow, Changed: testNow}}, nil
 }
-func (f *fakeUsers) AddUser(_ context.Context, _ auth.Grant, req gateway.NewUser) error {
+func (f *fakeUsers) AddUser(_ context.Context, g auth.Grant, req gateway.NewUser) error {
 	if req.Name == "op" {
 		return fmt.Errorf("user %q: %w", req.Name, ErrConflict)
+	}
+	// The service's rule (its own tests hold it); the API answers its
+	// refusal as a 403.
+	if err := g.CoversUser(req.Name, req.Realm, req.Level, req.Permissions); err != nil {
+		return err
 	}
 	f.added = append(f.added, req)
 	return nil
@@ -184,7 +189,9 @@ func (f *fakeUsers) SetPassword(_ context.Context, _ auth.Grant, name, _ string)
 	}
 	return nil
 }
-func (f *fakeUsers) DisableUser(context.Context, auth.Grant, string) error { return nil }
+func (f *fakeUsers) DisableUser(_ context.Context, _ auth.Grant, name string) (bool, error) {
+	return name == "gone", nil // "gone" was disabled before
+}
 
 // recordingTags records the grant of each call.
 type recordingTags struct {
@@ -349,7 +356,8 @@ func TestLogin_WrongPasswordAndRateLimit(t *testing.T) {
 	}
 	e.sessions.limited = true
 	rec = e.req(t, "POST", "/api/v1/auth/login", `{"user":"op","password":"password1"}`, nil, nil)
-	if p := problemOf(t, rec); rec.Code != 429 || p.Kind != KindRateLimited || rec.Header().Get("Retry-After") != "3" {
+	// 2.5 s: the header and the text both say 3 (rounded up).
+	if p := problemOf(t, rec); rec.Code != 429 || p.Kind != KindRateLimited || rec.Header().Get("Retry-After") != "3" || !strings.HasSuffix(p.Detail, "retry in 3s") {
 		t.Fatalf("rate limited: %d %+v Retry-After=%q", rec.Code, p, rec.Header().Get("Retry-After"))
 	}
 	if e.sessions.lastAddr != "192.0.2.1" {
@@ -637,8 +645,12 @@ func TestUsers_Routes(t *testing.T) {
 	if rec := e.req(t, "PUT", "/api/v1/users/ghost/password", `{"password":"password2"}`, nil, bearer); rec.Code != 404 {
 		t.Fatalf("passwd unknown: %d %s", rec.Code, rec.Body)
 	}
-	if rec := e.req(t, "POST", "/api/v1/users/op/disable", "", nil, bearer); rec.Code != 204 {
+	if rec := e.req(t, "POST", "/api/v1/users/op/disable", "", nil, bearer); rec.Code != 204 || rec.Body.Len() != 0 {
 		t.Fatalf("disable: %d %s", rec.Code, rec.Body)
+	}
+	if rec := e.req(t, "POST", "/api/v1/users/gone/disable", "", nil, bearer); rec.Code != 200 ||
+		strings.TrimSpace(rec.Body.String()) != `{"already":true,"detail":"user \"gone\" was already disabled; nothing changed"}` {
+		t.Fatalf("disable a disabled user: %d %s", rec.Code, rec.Body)
 	}
 	// A users_admin without designer cannot make a designer.
 	c, csrf := e.login(t, "admin")

@@ -162,6 +162,7 @@ func buildOpenAPI(rts []route, ops map[string]opSpec) map[string]any {
 		paths[p][strings.ToLower(rt.method)] = op
 	}
 	problem := sg.of(reflect.TypeFor[apitypes.Problem]())
+	wsSchemas(sg)
 	return map[string]any{
 		"openapi": "3.1.0",
 		"info": map[string]any{"title": "QUBIQ Edge REST API", "version": "1",
@@ -179,6 +180,43 @@ func buildOpenAPI(rts []route, ops map[string]opSpec) map[string]any {
 			},
 		},
 	}
+}
+
+// wsMessageTypes are the "type"s of each WebSocket message schema
+// (docs/api.md, "WebSocket").
+var wsMessageTypes = []struct {
+	name  string
+	t     reflect.Type
+	types []string
+	desc  string
+}{
+	{"WSSubscribe", reflect.TypeFor[apitypes.WSSubscribe](), []string{"subscribe"},
+		"client to server: replace the subscription with paths; answered with a values snapshot"},
+	{"WSControl", reflect.TypeFor[apitypes.WSControl](), []string{"activity", "subscribe_alarms", "unsubscribe_alarms"},
+		"client to server: activity restarts a browser session's idle timeout; subscribe_alarms, unsubscribe_alarms (alarm:read)"},
+	{"WSServerMessage", reflect.TypeFor[apitypes.WSMessage](), []string{"values", "heartbeat", "error"},
+		"server to client: values (a snapshot or changes), heartbeat (time, every 5 s), error (reason: a refused message, or why the socket closes)"},
+	{"WSAlarm", reflect.TypeFor[apitypes.WSAlarm](), []string{"alarm"},
+		"server to client: an alarm's transition, or with snapshot true a current alarm"},
+	{"WSAlarmSummary", reflect.TypeFor[apitypes.WSAlarmSummary](), []string{"alarm_summary"},
+		"server to client: the counts after each batch of alarm messages"},
+}
+
+// wsSchemas adds the WebSocket's messages to sg's schemas, each with its
+// "type" values, and WSMessage, any one of them (GET /api/v1/ws names
+// it), told apart by "type".
+func wsSchemas(sg *schemaGen) {
+	var refs []any
+	for _, m := range wsMessageTypes {
+		sg.names[m.t] = m.name
+		obj := sg.object(m.t)
+		obj["description"] = m.desc
+		obj["properties"].(map[string]any)["type"] = map[string]any{"type": "string", "enum": m.types}
+		sg.defs[m.name] = obj
+		refs = append(refs, map[string]any{"$ref": "#/components/schemas/" + m.name})
+	}
+	sg.defs["WSMessage"] = map[string]any{"oneOf": refs,
+		"description": "a message of the WebSocket GET /api/v1/ws, one JSON text message each, told apart by type (docs/api.md, \"WebSocket\")"}
 }
 
 // operationID names a route's operation uniquely: "post_api_v1_tags_write".

@@ -46,7 +46,7 @@ var openapiOps = map[string]opSpec{
 
 	"POST /api/v1/apikeys":        {summary: "Create an API key (never wider than the caller); the token is shown once", req: at.APIKeyRequest{}, resp: at.APIKeyCreated{}, status: http.StatusCreated},
 	"GET /api/v1/apikeys":         {summary: "List the API keys (never their tokens)", resp: []at.APIKeyInfo{}},
-	"DELETE /api/v1/apikeys/{id}": {summary: "Revoke an API key"},
+	"DELETE /api/v1/apikeys/{id}": {summary: "Revoke an API key: 204; 200 with already true when it was revoked before (nothing changed)", resp: at.Done{}},
 	"POST /api/v1/provision":      {summary: "Set the first admin password; revokes the bootstrap token", req: at.ProvisionRequest{}},
 
 	"POST /api/v1/auth/login":                   {summary: "Log in (throttled per user and address); sets the session cookie", req: at.LoginRequest{}, resp: at.SessionInfo{}},
@@ -55,7 +55,7 @@ var openapiOps = map[string]opSpec{
 	"GET /api/v1/users":                         {summary: "List the users", resp: []at.UserInfo{}},
 	"POST /api/v1/users":                        {summary: "Add a user", req: at.UserRequest{}, status: http.StatusCreated},
 	"PUT /api/v1/users/{name}/password":         {summary: "Set a user's password (ends the user's sessions)", req: at.PasswordRequest{}},
-	"POST /api/v1/users/{name}/disable":         {summary: "Disable a user (ends the user's sessions)"},
+	"POST /api/v1/users/{name}/disable":         {summary: "Disable a user, ending its sessions: 204; 200 with already true when it was disabled before", resp: at.Done{}},
 	"GET /api/v1/ws":                            {summary: "WebSocket of live values and alarms (upgrade; messages: WSMessage)", status: http.StatusSwitchingProtocols},
 	"GET /api/v1/liveview/views":                {summary: "The LiveView panels the session may open", resp: []at.View{}},
 	"GET /api/v1/liveview/views/{panel}/events": {summary: "A panel's recent events", resp: []at.PanelEvent{}},

@@ -179,3 +179,38 @@ func checkFields(t *testing.T, what string, doc, schema map[string]any, typ refl
 		t.Errorf("%s: schema properties %v, want the fields %v of %s", what, got, want, typ)
 	}
 }
+
+// TestOpenAPI_WSMessageSchema: the schema GET /api/v1/ws's summary names
+// exists: WSMessage is one of the message schemas, whose "type" values are
+// every client message type the server decodes and every type it sends,
+// each once.
+func TestOpenAPI_WSMessageSchema(t *testing.T) {
+	doc := buildOpenAPI(routes, openapiOps)
+	schemas := doc["components"].(map[string]any)["schemas"].(map[string]any)
+	if !strings.Contains(openapiOps["GET /api/v1/ws"].summary, "WSMessage") {
+		t.Fatalf("the WebSocket route's summary no longer names WSMessage: %q", openapiOps["GET /api/v1/ws"].summary)
+	}
+	ws, ok := schemas["WSMessage"].(map[string]any)
+	if !ok {
+		t.Fatal("no WSMessage schema")
+	}
+	var got []string
+	for _, r := range ws["oneOf"].([]any) {
+		name := strings.TrimPrefix(r.(map[string]any)["$ref"].(string), "#/components/schemas/")
+		s, ok := schemas[name].(map[string]any)
+		if !ok {
+			t.Fatalf("WSMessage names %q, which is no schema", name)
+		}
+		got = append(got, s["properties"].(map[string]any)["type"].(map[string]any)["enum"].([]string)...)
+	}
+	var want []string
+	for _, m := range wsRequestFields {
+		want = append(want, m.typ)
+	}
+	want = append(want, "values", "heartbeat", "error", "alarm", "alarm_summary")
+	sort.Strings(got)
+	sort.Strings(want)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("WSMessage types %v; want %v", got, want)
+	}
+}

@@ -85,19 +85,19 @@ func classify(err error) (p apitypes.Problem, retryAfter, internal bool) {
 		}
 		return newProblem(st, se.Kind, se.Detail), se.Kind == KindBusy, false
 	case errors.Is(err, ErrUnauthenticated):
-		return newProblem(http.StatusUnauthorized, KindUnauthenticated, err.Error()), false, false
+		return newProblem(http.StatusUnauthorized, KindUnauthenticated, gateway.Message(err)), false, false
 	case errors.As(err, &de):
 		return newProblem(http.StatusForbidden, KindPermissionDenied, de.Error()), false, false
 	case errors.Is(err, ErrInvalid):
-		return newProblem(http.StatusBadRequest, KindInvalid, err.Error()), false, false
+		return newProblem(http.StatusBadRequest, KindInvalid, gateway.Message(err)), false, false
 	case errors.Is(err, ErrNotFound):
-		return newProblem(http.StatusNotFound, KindNotFound, err.Error()), false, false
+		return newProblem(http.StatusNotFound, KindNotFound, gateway.Message(err)), false, false
 	case errors.Is(err, ErrConflict):
-		return newProblem(http.StatusConflict, KindConflict, err.Error()), false, false
+		return newProblem(http.StatusConflict, KindConflict, gateway.Message(err)), false, false
 	case errors.Is(err, ErrInstallFailed):
-		return newProblem(http.StatusBadGateway, KindInstallFailed, err.Error()), false, false
+		return newProblem(http.StatusBadGateway, KindInstallFailed, gateway.Message(err)), false, false
 	case errors.Is(err, ErrUnavailable):
-		return newProblem(http.StatusServiceUnavailable, KindUnavailable, err.Error()+"; retry"), true, false
+		return newProblem(http.StatusServiceUnavailable, KindUnavailable, gateway.Message(err)+"; retry"), true, false
 	case errors.Is(err, context.Canceled):
 		// The caller went away (or the daemon is stopping): not a fault
 		// of ours worth an error log, and nobody may read the answer.

@@ -48,9 +48,9 @@ func sandboxError(err error) error {
 	case errors.As(err, &we):
 		return err
 	case errors.Is(err, ErrPackageConflict):
-		return &httpError{status: http.StatusConflict, kind: KindConflict, detail: err.Error()}
+		return &httpError{status: http.StatusConflict, kind: KindConflict, detail: gateway.Message(err)}
 	case errors.Is(err, ErrInstallFailed):
-		return &httpError{status: http.StatusBadGateway, kind: KindInstallFailed, detail: err.Error()}
+		return &httpError{status: http.StatusBadGateway, kind: KindInstallFailed, detail: gateway.Message(err)}
 	}
 	return err
 }

@@ -190,6 +190,7 @@ func TestServer_Decode_Strict(t *testing.T) {
 		{"unknown field in a write", "/api/v1/tags/write", `{"writes":[{"path":"a","value":1,"quality":"Good"}]}`, `unknown field "quality"`},
 		{"missing value", "/api/v1/tags/write", `{"writes":[{"path":"a"}]}`, `missing "value"`},
 		{"object value", "/api/v1/tags/write", `{"writes":[{"path":"a","value":{"x":1}}]}`, "cannot be a JSON object"},
+		{"number beyond float64", "/api/v1/tags/write", `{"writes":[{"path":"a","value":1e400}]}`, `tag "a": 1e400 is a number beyond float64's range`},
 		{"wrong type", "/api/v1/tags/read", `{"paths":"Line1"}`, `field "paths": got a JSON string, want an array`},
 		{"wrong element type", "/api/v1/tags/read", `{"paths":[1]}`, `field "paths": got a JSON number, want a string`},
 		{"not an object", "/api/v1/tags/read", `[1]`, "request body is a JSON array"},
@@ -450,8 +451,13 @@ func TestServer_APIKeys_ListAndRevoke(t *testing.T) {
 	if rec.Code != 200 || !strings.Contains(rec.Body.String(), `"id":"k1","name":"scada"`) {
 		t.Errorf("list: %d %s", rec.Code, rec.Body)
 	}
-	if rec := e.do(t, "DELETE", "/api/v1/apikeys/k1", tokFull, ""); rec.Code != http.StatusNoContent {
+	if rec := e.do(t, "DELETE", "/api/v1/apikeys/k1", tokFull, ""); rec.Code != http.StatusNoContent || rec.Body.Len() != 0 {
 		t.Errorf("revoke k1: %d %s", rec.Code, rec.Body)
+	}
+	// Revoking a revoked key is idempotent, and says so.
+	if rec := e.do(t, "DELETE", "/api/v1/apikeys/old", tokFull, ""); rec.Code != http.StatusOK ||
+		strings.TrimSpace(rec.Body.String()) != `{"already":true,"detail":"api key \"old\" was already revoked; nothing changed"}` {
+		t.Errorf("revoke a revoked key: %d %s", rec.Code, rec.Body)
 	}
 	rec = e.do(t, "DELETE", "/api/v1/apikeys/k9", tokFull, "")
 	if p := problemOf(t, rec); rec.Code != 404 || p.Kind != KindNotFound || !strings.Contains(p.Detail, `"k9"`) {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
 	"slices"
@@ -251,8 +250,8 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request, _ auth.Grant) err
 	var rl *auth.RateLimitedError
 	switch {
 	case errors.As(err, &rl):
-		secs := int(math.Ceil(rl.RetryAfter.Seconds()))
-		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
+		w.Header().Set("Retry-After", strconv.Itoa(rl.Seconds())) // the text says the same
+
 		return errorf(http.StatusTooManyRequests, KindRateLimited, "%s", rl.Error())
 	case errors.Is(err, ErrUnauthenticated):
 		return errorf(http.StatusUnauthorized, KindUnauthenticated, "wrong user name or password")

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
 
 	"qubiq.dev/edge/api/apitypes"
@@ -37,12 +38,15 @@ func (s *Server) addUser(w http.ResponseWriter, r *http.Request, g auth.Grant) e
 		}
 		nu.Permissions = append(nu.Permissions, perm)
 	}
-	if err := covers(g, req.Realm, req.Level, req.Permissions); err != nil {
-		return err
-	}
 	if req.Level != "" {
-		nu.Level, _ = auth.ParseLevel(req.Level) // covers refused a bad level
+		l, err := auth.ParseLevel(req.Level)
+		if err != nil {
+			return errorf(http.StatusBadRequest, KindInvalid, "level: %v", err)
+		}
+		nu.Level = l
 	}
+	// The service checks the user, then whether g covers it
+	// (auth.Grant.CoversUser): the rule has one home.
 	if err := s.deps.Users.AddUser(r.Context(), g, nu); err != nil {
 		return err
 	}
@@ -58,9 +62,6 @@ func (s *Server) setPassword(w http.ResponseWriter, r *http.Request, g auth.Gran
 	if req.Password == "" {
 		return errorf(http.StatusBadRequest, KindInvalid, `missing "password"`)
 	}
-	if err := s.mayManage(r, g, r.PathValue("name")); err != nil {
-		return err
-	}
 	if err := s.deps.Users.SetPassword(r.Context(), g, r.PathValue("name"), req.Password); err != nil {
 		return err
 	}
@@ -69,44 +70,15 @@ func (s *Server) setPassword(w http.ResponseWriter, r *http.Request, g auth.Gran
 }
 
 func (s *Server) disableUser(w http.ResponseWriter, r *http.Request, g auth.Grant) error {
-	if err := s.deps.Users.DisableUser(r.Context(), g, r.PathValue("name")); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
-}
-
-// covers refuses (403, naming what is missing) a user whose LiveView grant
-// (auth.LiveViewGrant: a platform user is unrestricted, an operator gets
-// its level's scopes) would exceed the creating grant g: a users_admin may
-// not mint a user who can do more than itself (nothing a request
-// sends widens a grant).
-func covers(g auth.Grant, realm, level string, perms []string) error {
-	var l auth.Level
-	if level != "" {
-		var err error
-		if l, err = auth.ParseLevel(level); err != nil {
-			return errorf(http.StatusBadRequest, KindInvalid, "level: %v", err)
-		}
-	}
-	ps := make([]auth.Permission, len(perms))
-	for i, p := range perms {
-		ps[i] = auth.Permission(p)
-	}
-	return g.CoversUser(auth.Realm(realm), l, ps)
-}
-
-// mayManage refuses to change the password of a user who can do more than
-// g (taking over that user's sessions would widen g).
-func (s *Server) mayManage(r *http.Request, g auth.Grant, name string) error {
-	users, err := s.deps.Users.ListUsers(r.Context())
+	name := r.PathValue("name")
+	already, err := s.deps.Users.DisableUser(r.Context(), g, name)
 	if err != nil {
 		return err
 	}
-	for _, u := range users {
-		if u.Name == name {
-			return g.CoversUser(u.Realm, u.Level, u.Permissions)
-		}
+	if !already {
+		w.WriteHeader(http.StatusNoContent)
+		return nil
 	}
-	return nil // unknown: SetPassword answers not found
+	s.writeJSON(w, r, http.StatusOK, apitypes.Done{Already: true, Detail: fmt.Sprintf("user %q was already disabled; nothing changed", name)})
+	return nil
 }

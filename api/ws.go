@@ -2,9 +2,12 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/coder/websocket"
@@ -213,20 +216,35 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request, g auth.Grant) error 
 	}
 }
 
-// wsRequest is a message a client sends on the WebSocket:
+// wsRequest is a message a client sends on the WebSocket
+// (apitypes.WSSubscribe, apitypes.WSControl; docs/api.md, "WebSocket"):
 // {"type": "subscribe", "paths": [...]}, {"type": "activity"},
 // {"type": "subscribe_alarms"}, {"type": "unsubscribe_alarms"}.
 type wsRequest struct {
 	Type  string   `json:"type"`
 	Paths []string `json:"paths"`
 
-	invalid string // why the strict decoder refused the message (Type is "")
+	invalid string // why the message was refused (Type is "")
+}
+
+// wsRequestFields are the fields each client message type has, in the
+// order docs/api.md lists them.
+var wsRequestFields = []struct {
+	typ    string
+	fields []string
+}{
+	{"subscribe", []string{"type", "paths"}},
+	{"activity", []string{"type"}},
+	{"subscribe_alarms", []string{"type"}},
+	{"unsubscribe_alarms", []string{"type"}},
 }
 
 // readWSRequest reads the next client message and decodes it with the
 // strict decoder of request bodies (decodeJSON: UTF-8, no duplicate keys,
-// exact field names). A message it refuses, or a binary one, comes back
-// with Type "" and the reason; only a failed read is an error.
+// exact field names), against the fields of its own type: an unknown
+// type is refused naming it and the known ones, a field its type does not
+// have naming the fields it has. A message refused, or a binary one,
+// comes back with Type "" and the reason; only a failed read is an error.
 func readWSRequest(ctx context.Context, c *websocket.Conn) (wsRequest, error) {
 	typ, data, err := c.Read(ctx)
 	if err != nil {
@@ -235,14 +253,65 @@ func readWSRequest(ctx context.Context, c *websocket.Conn) (wsRequest, error) {
 	if typ != websocket.MessageText {
 		return wsRequest{invalid: "binary message refused: send JSON text messages"}, nil
 	}
+	return decodeWSRequest(data), nil
+}
+
+// decodeWSRequest decodes one client message (readWSRequest).
+func decodeWSRequest(data []byte) wsRequest {
+	var head map[string]json.RawMessage
+	if err := decodeJSON(data, &head); err != nil {
+		return wsRequest{invalid: "message refused: " + err.Error()}
+	}
+	raw, ok := head["type"]
+	if !ok {
+		return wsRequest{invalid: `message refused: missing "type"`}
+	}
+	var name string
+	if err := decodeJSON(raw, &name); err != nil || name == "" {
+		return wsRequest{invalid: `message refused: "type" must be a non-empty string`}
+	}
+	var fields []string
+	var known []string
+	for _, t := range wsRequestFields {
+		known = append(known, t.typ)
+		if t.typ == name {
+			fields = t.fields
+		}
+	}
+	if fields == nil {
+		why := fmt.Sprintf("message refused: unknown message type %q (want %s)", name, strings.Join(known, ", "))
+		if name == "write" {
+			why += "; tags are written with POST /api/v1/tags/write"
+		}
+		return wsRequest{invalid: why}
+	}
 	var m wsRequest
-	if err := decodeJSON(data, &m); err != nil {
-		return wsRequest{invalid: "message refused: " + err.Error()}, nil
+	var err error
+	if len(fields) > 1 {
+		err = decodeJSON(data, &m)
+	} else {
+		var only struct {
+			Type string `json:"type"`
+		}
+		err = decodeJSON(data, &only)
+		m.Type = only.Type
 	}
-	if m.Type == "" {
-		return wsRequest{invalid: `message refused: missing "type"`}, nil
+	if err != nil {
+		return wsRequest{invalid: fmt.Sprintf("message %q refused: %v (%q has %s)", name, err, name, quoteAll(fields))}
 	}
-	return m, nil
+	return m
+}
+
+// quoteAll is `"type" and "paths"`.
+func quoteAll(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = fmt.Sprintf("%q", n)
+	}
+	if len(q) == 1 {
+		return "only " + q[0]
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " and " + q[len(q)-1]
 }
 
 // closeWS closes c with code and reason; a peer that already left is only
@@ -292,7 +361,7 @@ func (a *wsAlarms) stop() {
 func (a *wsAlarms) snapshot(ctx context.Context, all bool) error {
 	list, err := a.s.deps.Alarms.ListAlarms(ctx, a.g, gateway.AlarmFilter{IncludeNormal: all})
 	if err != nil {
-		return a.send(apitypes.WSMessage{Type: "error", Reason: err.Error()})
+		return a.send(apitypes.WSMessage{Type: "error", Reason: gateway.Message(err)})
 	}
 	for _, al := range list.Alarms {
 		if err := a.send(apitypes.WSAlarm{Type: "alarm", Alarm: wireAlarm(al), Snapshot: true}); err != nil {

@@ -53,6 +53,9 @@ func TestWS_MessagesDecodedStrictly(t *testing.T) {
 		{websocket.MessageText, `{"type": "subscribe", "Paths": ["Line1/Speed"]}`, `unknown field "Paths"`},
 		{websocket.MessageText, `{"paths": []}`, `missing "type"`},
 		{websocket.MessageBinary, `{"type": "subscribe"}`, "binary message refused"},
+		{websocket.MessageText, `{"type": "nope"}`, `unknown message type "nope" (want subscribe, activity, subscribe_alarms, unsubscribe_alarms)`},
+		{websocket.MessageText, `{"type": "write", "path": "x"}`, `unknown message type "write"`},
+		{websocket.MessageText, `{"type": "subscribe", "path": "x"}`, `unknown field "path" ("subscribe" has "type" and "paths")`},
 	} {
 		if err := ws.Write(ctx, tt.typ, []byte(tt.msg)); err != nil {
 			t.Fatal(err)
@@ -66,5 +69,32 @@ func TestWS_MessagesDecodedStrictly(t *testing.T) {
 	}
 	if m := next("values"); len(m.Values) != 1 || m.Values[0].Path != "Line1/Speed" {
 		t.Fatalf("subscribe after refused messages: %+v", m)
+	}
+}
+
+// TestWS_DecodeRequest_UnknownTypeAndFields: an unknown message type is
+// refused naming it and the known ones ("write" says where writes go); a
+// field its type does not have names the fields that type has; each known
+// type decodes.
+func TestWS_DecodeRequest_UnknownTypeAndFields(t *testing.T) {
+	for msg, want := range map[string]string{
+		`{"type": "nope"}`:                   `message refused: unknown message type "nope" (want subscribe, activity, subscribe_alarms, unsubscribe_alarms)`,
+		`{"type": "write", "path": "x"}`:     `message refused: unknown message type "write" (want subscribe, activity, subscribe_alarms, unsubscribe_alarms); tags are written with POST /api/v1/tags/write`,
+		`{"type": "activity", "paths": []}`:  `message "activity" refused: unknown field "paths" ("activity" has only "type")`,
+		`{"type": "subscribe", "path": "x"}`: `message "subscribe" refused: unknown field "path" ("subscribe" has "type" and "paths")`,
+		`{"type": 7}`:                        `message refused: "type" must be a non-empty string`,
+		`[1]`:                                `message refused: `,
+	} {
+		if got := decodeWSRequest([]byte(msg)); got.Type != "" || !strings.HasPrefix(got.invalid, want) {
+			t.Errorf("%s: %+v; want %q", msg, got, want)
+		}
+	}
+	for msg, typ := range map[string]string{
+		`{"type": "subscribe", "paths": ["A/B"]}`: "subscribe", `{"type": "activity"}`: "activity",
+		`{"type": "subscribe_alarms"}`: "subscribe_alarms", `{"type": "unsubscribe_alarms"}`: "unsubscribe_alarms",
+	} {
+		if got := decodeWSRequest([]byte(msg)); got.Type != typ || got.invalid != "" {
+			t.Errorf("%s: %+v", msg, got)
+		}
 	}
 }

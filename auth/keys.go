@@ -193,6 +193,10 @@ func (k *Keys) Revoke(id string) error {
 	return k.store.PutKey(rec)
 }
 
+// Record returns the stored key id, revoked or not (its hash included;
+// callers must not expose it). An unknown id wraps ErrNotFound.
+func (k *Keys) Record(id string) (KeyRecord, error) { return k.store.Key(id) }
+
 // List returns every key (hashes included; callers must not expose them).
 func (k *Keys) List() ([]KeyRecord, error) { return k.store.Keys() }
 

@@ -61,9 +61,21 @@ type RateLimitedError struct {
 	RetryAfter time.Duration
 }
 
-// Error says to wait.
+// Seconds is RetryAfter in whole seconds, rounded up and at least 1: the
+// Retry-After header's value (RFC 9110 §10.2.3 takes whole seconds), so
+// a client that waits it is not refused again.
+func (e *RateLimitedError) Seconds() int {
+	s := e.RetryAfter / time.Second
+	if e.RetryAfter%time.Second != 0 {
+		s++
+	}
+	return max(int(s), 1)
+}
+
+// Error says to wait, in the same whole seconds as Seconds (the header):
+// "too many failed logins; retry in 2s".
 func (e *RateLimitedError) Error() string {
-	return fmt.Sprintf("too many failed logins; retry in %s", e.RetryAfter.Round(time.Second))
+	return fmt.Sprintf("too many failed logins; retry in %ds", e.Seconds())
 }
 
 // PasswordParams are the argon2id cost parameters (RFC 9106). MemoryKiB is
@@ -168,6 +180,9 @@ func CheckUser(u UserRecord) error {
 			}
 		}
 	case RealmOperator:
+		if u.Level == LevelNone {
+			return fmt.Errorf("%w: user %q: missing level: an operator's level is view, operate or supervise", ErrInvalidUser, u.Name)
+		}
 		if u.Level < LevelView || u.Level > LevelSupervise {
 			return fmt.Errorf("%w: user %q: an operator's level is view, operate or supervise, not %q", ErrInvalidUser, u.Name, u.Level)
 		}
@@ -261,7 +276,10 @@ func dummyHash(p PasswordParams) string {
 		enc.EncodeToString(salt), enc.EncodeToString(key))
 }
 
-func checkPassword(name, pw string) error {
+// CheckPassword validates a new password of the user name: at least
+// MinPasswordLen characters, at most 1024 bytes. The error wraps
+// ErrInvalidUser and says which bound.
+func CheckPassword(name, pw string) error {
 	if len([]rune(pw)) < MinPasswordLen {
 		return fmt.Errorf("%w: user %q: password shorter than %d characters", ErrInvalidUser, name, MinPasswordLen)
 	}
@@ -278,7 +296,7 @@ func (us *Users) Add(u UserRecord, password string) error {
 	if err := CheckUser(u); err != nil {
 		return err
 	}
-	if err := checkPassword(u.Name, password); err != nil {
+	if err := CheckPassword(u.Name, password); err != nil {
 		return err
 	}
 	h, err := HashPassword(password, us.opts.Params)
@@ -326,7 +344,7 @@ func (us *Users) create(u UserRecord) error {
 // SetPassword replaces the password of name (the caller revokes the user's
 // sessions). An unknown name wraps ErrNotFound.
 func (us *Users) SetPassword(name, password string) error {
-	if err := checkPassword(name, password); err != nil {
+	if err := CheckPassword(name, password); err != nil {
 		return err
 	}
 	h, err := HashPassword(password, us.opts.Params)

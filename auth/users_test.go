@@ -293,3 +293,15 @@ func TestDummyHash_SameCostNoMatch(t *testing.T) {
 		}
 	}
 }
+
+// TestRateLimitedError_TextAgreesWithRetryAfter: the text's wait is the
+// Retry-After header's whole seconds, rounded up (1.4 s is 2, never 1:
+// a client that waited 1 s would be refused again), at least 1.
+func TestRateLimitedError_TextAgreesWithRetryAfter(t *testing.T) {
+	for d, want := range map[time.Duration]int{1400 * time.Millisecond: 2, 2 * time.Second: 2, 2001 * time.Millisecond: 3, 0: 1, 300 * time.Millisecond: 1} {
+		e := &RateLimitedError{RetryAfter: d}
+		if e.Seconds() != want || e.Error() != fmt.Sprintf("too many failed logins; retry in %ds", want) {
+			t.Errorf("%s: %d %q; want %d", d, e.Seconds(), e.Error(), want)
+		}
+	}
+}

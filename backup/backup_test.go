@@ -7,9 +7,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -369,5 +371,74 @@ func TestApplyPending_RestoreAgain(t *testing.T) {
 	aside, _ := filepath.Glob(filepath.Join(fresh, "restored-project.before-restore-*"))
 	if len(aside) != 1 {
 		t.Errorf("the first restore's project set aside: %v, want one copy", aside)
+	}
+}
+
+// auditOf commits recs to db's audit log.
+func auditOf(t *testing.T, db *store.DB, actions ...string) {
+	t.Helper()
+	l := store.NewAuditLog(db, store.AuditOptions{}, slog.New(slog.DiscardHandler))
+	for _, a := range actions {
+		if err := l.Enqueue(store.AuditRecord{Principal: "eng", Action: a}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestApplyPending_KeepsTheAppliancesAuditLog: a restore never erases the
+// appliance's audit trail: the restored store holds the audit records of
+// the store it replaced, in order and with their sequence numbers, then
+// one "appliance.restore" record of the restore applied; the backup's own
+// records (the other appliance's) are not merged in.
+func TestApplyPending_KeepsTheAppliancesAuditLog(t *testing.T) {
+	a := newAppliance(t)
+	auditOf(t, a.db, "source.only")
+	var buf bytes.Buffer
+	if _, err := Write(context.Background(), &buf, a.opts()); err != nil {
+		t.Fatal(err)
+	}
+	fresh := filepath.Join(t.TempDir(), "data")
+	db, err := store.Open(filepath.Join(fresh, store.FileName), store.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	auditOf(t, db, "log.level", "appliance.backup", "appliance.restore")
+	db.Close()
+	if _, err := StagePending(context.Background(), bytes.NewReader(buf.Bytes()), RestoreOptions{DataDir: fresh}); err != nil {
+		t.Fatal(err)
+	}
+	ok, res, err := ApplyPending(context.Background(), RestoreOptions{DataDir: fresh})
+	if err != nil || !ok || res.AuditCarried != 3 {
+		t.Fatalf("apply: %v %+v %v", ok, res, err)
+	}
+	db, err = store.Open(filepath.Join(fresh, store.FileName), store.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	recs, err := db.AuditRecords(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for i, r := range recs {
+		got = append(got, r.Action+"/"+r.Result)
+		if r.Seq != uint64(i+1) {
+			t.Errorf("record %d has seq %d", i, r.Seq)
+		}
+	}
+	if want := []string{"log.level/", "appliance.backup/", "appliance.restore/", "appliance.restore/applied"}; !slices.Equal(got, want) {
+		t.Fatalf("audit after the restore = %q, want %q", got, want)
+	}
+	if last := recs[len(recs)-1]; !strings.Contains(string(last.After), `"from_appliance"`) || last.Target != res.Manifest.ApplianceID {
+		t.Errorf("the restore's record: %+v", last)
+	}
+	// A record committed after the restore follows them.
+	auditOf(t, db, "after")
+	if recs, _ := db.AuditRecords(4, 0); len(recs) != 1 || recs[0].Seq != 5 {
+		t.Fatalf("next record: %+v", recs)
 	}
 }

@@ -148,6 +148,9 @@ func ApplyPending(ctx context.Context, opts RestoreOptions) (bool, RestoreResult
 		}
 		moved = append(moved, [2]string{p, p + suffix})
 	}
+	if len(moved) > 0 && moved[0][0] == db {
+		opts.CarryAuditFrom = aside
+	}
 	res, err := Restore(ctx, f, opts)
 	if err != nil {
 		if rerr := putBack(); rerr != nil {

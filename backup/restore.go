@@ -53,6 +53,13 @@ type RestoreOptions struct {
 	MaxSize int64
 	// StoreTimeout is the store's lock wait (zero: 5 s).
 	StoreTimeout time.Duration
+	// CarryAuditFrom, when set, is the store the restored one replaces
+	// (ApplyPending sets it to the store it set aside): its audit log
+	// becomes the restored store's, followed by an "appliance.restore"
+	// record of the restore applied, so a restore never erases the
+	// appliance's audit trail (docs/appliance.md, "Backup and restore").
+	// The backup's own audit records stay in the backup file.
+	CarryAuditFrom string
 }
 
 // RestoreResult says what Restore did.
@@ -64,6 +71,7 @@ type RestoreResult struct {
 	DroppedSessions int
 	Resealed        []string // connections whose secrets were sealed anew
 	ProjectFiles    []string // written under ProjectDir
+	AuditCarried    int      // audit records carried from CarryAuditFrom
 }
 
 // Restore reads a backup from r into a fresh data directory; see the
@@ -141,6 +149,11 @@ func Restore(ctx context.Context, r io.Reader, opts RestoreOptions) (RestoreResu
 	if res.Resealed, err = reseal(db, stage, m, opts); err != nil {
 		return res, err
 	}
+	if opts.CarryAuditFrom != "" {
+		if err := carryAudit(db, opts, &res); err != nil {
+			return res, err
+		}
+	}
 	if err := closeDB(); err != nil {
 		return res, err
 	}
@@ -173,6 +186,27 @@ func Restore(ctx context.Context, r io.Reader, opts RestoreOptions) (RestoreResu
 		d.Close()
 	}
 	return res, nil
+}
+
+// carryAudit gives the restored store db the audit log of the store at
+// opts.CarryAuditFrom, then a record of this restore.
+func carryAudit(db *store.DB, opts RestoreOptions, res *RestoreResult) error {
+	old, err := store.Open(opts.CarryAuditFrom, store.Options{Timeout: opts.StoreTimeout, ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("backup: restore: the store it replaces (for its audit log): %w", err)
+	}
+	defer old.Close()
+	after, _ := json.Marshal(map[string]any{"from_appliance": res.Manifest.ApplianceID, "version": res.Manifest.Version,
+		"created": res.Manifest.Created, "schema_version": res.SchemaVersion, "keep_credentials": opts.KeepCredentials,
+		"dropped_api_keys": res.DroppedAPIKeys, "dropped_sessions": res.DroppedSessions, "resealed": res.Resealed,
+		"previous_store": opts.CarryAuditFrom})
+	n, err := db.CarryAuditLog(old, store.AuditRecord{Principal: "qubiqd", Origin: "start", Action: "appliance.restore",
+		Target: res.Manifest.ApplianceID, Result: "applied", After: after})
+	res.AuditCarried = n
+	if err != nil {
+		return fmt.Errorf("backup: restore: %w", err)
+	}
+	return nil
 }
 
 // sink receives one entry's bytes; done is called once they are written.

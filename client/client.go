@@ -83,14 +83,21 @@ type ProblemError struct {
 	RetryAfter string
 }
 
-// Error returns "Title: Detail (HTTP Status, Kind)".
+// Error returns "Detail (HTTP Status, Kind)": the daemon's detail names
+// the subject and what is wrong, the status and kind say which kind of
+// fault it is, once (not "Not Found: ...: not found"). An answer without
+// a kind (not a problem document: a proxy's page) or without a detail
+// starts with the status text: "Bad Gateway: <body> (HTTP 502)".
 func (e *ProblemError) Error() string {
-	s := e.Title
-	if s == "" {
-		s = http.StatusText(e.Status)
-	}
-	if e.Detail != "" {
-		s += ": " + e.Detail
+	s := e.Detail
+	if e.Kind == "" || s == "" {
+		s = e.Title
+		if s == "" {
+			s = http.StatusText(e.Status)
+		}
+		if e.Detail != "" {
+			s += ": " + e.Detail
+		}
 	}
 	s += fmt.Sprintf(" (HTTP %d", e.Status)
 	if e.Kind != "" {
@@ -270,10 +277,13 @@ func (c *Client) ListAPIKeys(ctx context.Context) ([]apitypes.APIKeyInfo, error)
 	return out, err
 }
 
-// RevokeAPIKey calls DELETE /api/v1/apikeys/{id} (users_admin). An unknown
-// id is a *ProblemError with Status 404.
-func (c *Client) RevokeAPIKey(ctx context.Context, id string) error {
-	return c.do(ctx, http.MethodDelete, path("apikeys", id), nil, nil)
+// RevokeAPIKey calls DELETE /api/v1/apikeys/{id} (users_admin): what
+// happened (Done.Already for a key revoked before; a daemon that answers
+// 204 leaves Done zero). An unknown id is a *ProblemError with Status 404.
+func (c *Client) RevokeAPIKey(ctx context.Context, id string) (apitypes.Done, error) {
+	var out apitypes.Done
+	err := c.do(ctx, http.MethodDelete, path("apikeys", id), nil, &out)
+	return out, err
 }
 
 // ListDevices calls GET /api/v1/devices (tag:read).

@@ -214,7 +214,7 @@ func TestClient_Routes_Requests(t *testing.T) {
 			return err
 		}, seen{"POST", "/prefix/api/v1/apikeys", "Bearer k", `{"name":"n","scopes":[],"write_level":"view","expires":"2030-01-01T00:00:00Z"}`}},
 		{"list keys", func() error { _, err := c.ListAPIKeys(ctx); return err }, seen{"GET", "/prefix/api/v1/apikeys", "Bearer k", ""}},
-		{"revoke escaped", func() error { return c.RevokeAPIKey(ctx, "a/b c") }, seen{"DELETE", "/prefix/api/v1/apikeys/a%2Fb%20c", "Bearer k", ""}},
+		{"revoke escaped", func() error { _, err := c.RevokeAPIKey(ctx, "a/b c"); return err }, seen{"DELETE", "/prefix/api/v1/apikeys/a%2Fb%20c", "Bearer k", ""}},
 		{"devices", func() error { _, err := c.ListDevices(ctx); return err }, seen{"GET", "/prefix/api/v1/devices", "Bearer k", ""}},
 		{"provision", func() error { return c.Provision(ctx, "pw") }, seen{"POST", "/prefix/api/v1/provision", "Bearer k", `{"password":"pw"}`}},
 	}
@@ -269,5 +269,27 @@ func TestNew_URLWithoutScheme(t *testing.T) {
 	}
 	if _, err := client.New("http://127.0.0.1:8080", "", nil); err != nil {
 		t.Errorf("a good URL: %v", err)
+	}
+}
+
+// TestProblemError_SaysTheKindOnce: a problem prints its detail and then
+// its status and kind, not the status text first ("Not Found: user ...:
+// not found"); an answer that is no problem document, or has no detail,
+// keeps the status text so the line still says something.
+func TestProblemError_SaysTheKindOnce(t *testing.T) {
+	for _, c := range []struct {
+		pe   client.ProblemError
+		want string
+	}{
+		{client.ProblemError{Status: 404, Kind: "not_found", Title: "Not Found", Detail: `user "nobody": not found`},
+			`user "nobody": not found (HTTP 404, not_found)`},
+		{client.ProblemError{Status: 409, Kind: "conflict", Title: "Conflict", Detail: "install requests==2.32.3: another package operation is running"},
+			"install requests==2.32.3: another package operation is running (HTTP 409, conflict)"},
+		{client.ProblemError{Status: 502, Title: "Bad Gateway", Detail: "<html>bad gateway</html>"}, "Bad Gateway: <html>bad gateway</html> (HTTP 502)"},
+		{client.ProblemError{Status: 503, Kind: "unavailable"}, "Service Unavailable (HTTP 503, unavailable)"},
+	} {
+		if got := c.pe.Error(); got != c.want {
+			t.Errorf("got  %s\nwant %s", got, c.want)
+		}
 	}
 }

@@ -197,10 +197,16 @@ const (
 )
 
 // LoadDaemon reads and validates the daemon configuration at path. The
-// environment variables PYTHON_PATH and PYTHON_WORKER_REPLICAS override
-// python.path and python.replicas. Relative paths (data_dir, project) are
+// environment variables PYTHON_PATH, PYTHON_WORKER_REPLICAS,
+// QUBIQ_HTTP_LISTEN and QUBIQ_DIAGNOSTICS_LISTEN override python.path,
+// python.replicas, http.listen and diagnostics.listen (docs/config.md,
+// "Environment"). Relative paths (data_dir, project) are
 // made absolute against the file's directory. Every problem found is in the
-// returned error, each naming the file and, where known, the line.
+// returned error, each naming the file and, where known, the line
+// (config.Problems lists them). Unless the file cannot be read or is not
+// YAML at all (nil config), the config is returned decoded as far as the
+// problems allow together with the error, so --check-config goes on to
+// the project in the same run.
 func LoadDaemon(path string) (*Daemon, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -229,8 +235,14 @@ func LoadDaemon(path string) (*Daemon, error) {
 	if d.Project != "" {
 		d.Project = resolve(dir, d.Project)
 	}
+	if v := os.Getenv("QUBIQ_HTTP_LISTEN"); v != "" {
+		d.HTTP.Listen = v
+	}
 	if d.HTTP.Listen == "" {
 		d.HTTP.Listen = DefaultListen
+	}
+	if v := os.Getenv("QUBIQ_DIAGNOSTICS_LISTEN"); v != "" {
+		d.Diagnostics.Listen = v
 	}
 	if v := os.Getenv("PYTHON_PATH"); v != "" {
 		d.Python.Path = v
@@ -281,10 +293,70 @@ func LoadDaemon(path string) (*Daemon, error) {
 	errs = append(errs, resolveLimits(abs, &d.Python)...)
 	errs = append(errs, resolveMemory(abs, &d.Memory)...)
 	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		var root yaml.Node
+		_ = yaml.Unmarshal(b, &root) // it parsed above
+		return &d, errors.Join(locateKeys(abs, &root, errs)...)
 	}
 	return &d, nil
 }
+
+// locateKeys gives each problem "FILE: KEY ..." the line of KEY (a dotted
+// path such as store.open_timeout) in the document root, as
+// "FILE:LINE: KEY ...", so every problem of a config reads as
+// docs/config.md shows; a key the file does not hold (a default, an
+// environment variable) keeps the file alone.
+func locateKeys(file string, root *yaml.Node, errs []error) []error {
+	out := make([]error, len(errs))
+	for i, e := range errs {
+		out[i] = e
+		rest, ok := strings.CutPrefix(e.Error(), file+": ")
+		if !ok || strings.Contains(rest, "\n") {
+			continue
+		}
+		key, _, _ := strings.Cut(rest, " ")
+		if line := keyLine(root, strings.TrimSuffix(key, ":")); line > 0 {
+			out[i] = &located{msg: fmt.Sprintf("%s:%d: %s", file, line, rest), err: e}
+		}
+	}
+	return out
+}
+
+// keyLine is the line of the key at the dotted path in a YAML document
+// (mappings only); 0 when the document lacks it.
+func keyLine(root *yaml.Node, path string) int {
+	n := root
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	line := 0
+	for _, seg := range strings.Split(path, ".") {
+		if n.Kind != yaml.MappingNode {
+			return 0
+		}
+		var next *yaml.Node
+		for j := 0; j+1 < len(n.Content); j += 2 {
+			if n.Content[j].Value == seg {
+				line, next = n.Content[j].Line, n.Content[j+1]
+				break
+			}
+		}
+		if next == nil {
+			return 0
+		}
+		n = next
+	}
+	return line
+}
+
+// located is a problem given its line: its message, the problem itself
+// for errors.Is and errors.As.
+type located struct {
+	msg string
+	err error
+}
+
+func (l *located) Error() string { return l.msg }
+func (l *located) Unwrap() error { return l.err }
 
 // checkDiagnostics applies diagnostics.listen's default and checks it: off,
 // or host:port with a port from 0 to 65535; pprof only on a loopback

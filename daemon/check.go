@@ -30,12 +30,14 @@ import (
 // on, a worker limit turned off: docs/config.md, "Warnings") are logged to
 // log at level WARN, so a check says them before the daemon runs.
 func Check(path string, log *slog.Logger) error {
-	cfg, err := config.LoadDaemon(path)
-	if err != nil {
-		return err
+	cfg, cerr := config.LoadDaemon(path)
+	if cfg == nil {
+		return cerr
 	}
-	for _, w := range configWarnings(cfg, builtParts) {
-		log.Warn(w)
+	if cerr == nil { // of a config with problems, its unknown keys would be warned about as blocks
+		for _, w := range configWarnings(cfg, builtParts) {
+			log.Warn(w)
+		}
 	}
 	if py := cfg.Python.Path; py != "" {
 		// Not an error: the daemon starts without its interpreter, with
@@ -45,9 +47,9 @@ func Check(path string, log *slog.Logger) error {
 			log.Warn(fmt.Sprintf("python.path %s (or PYTHON_PATH): %v: the daemon would start with every script run failing as runtime_missing", py, err))
 		}
 	}
-	var serr error
+	serr := cerr // a config with problems is still checked with its project: every problem in one run
 	if _, err := alarm.ParseSettings(&cfg.Alarms); err != nil {
-		serr = fmt.Errorf("%s: %w", cfg.File, err)
+		serr = errors.Join(serr, fmt.Errorf("%s: %w", cfg.File, err))
 	}
 	if _, err := appliance.ParseSettings(cfg); err != nil {
 		serr = errors.Join(serr, err)

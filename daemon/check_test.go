@@ -132,3 +132,29 @@ func TestCheck_MQTTNeedsApplianceID(t *testing.T) {
 		t.Fatalf("check with appliance_id = %v", err)
 	}
 }
+
+// TestCheck_BrokenConfigStillChecksTheProject: a config with problems of
+// its own does not stop --check-config before the project: both files'
+// problems come in one run, each FILE:LINE: what (config.Problems).
+func TestCheck_BrokenConfigStillChecksTheProject(t *testing.T) {
+	dir := t.TempDir()
+	project := "devices: [{name: sim, driver: sim}]\ntags:\n  - {path: A/B, device: sim, address: memory, type: float65, write_level: superviser}\n"
+	if err := os.WriteFile(filepath.Join(dir, "project.yaml"), []byte(project), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "qubiq.yaml"), []byte("data_dir: data\nproject: project.yaml\npython: {replicas: -1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := config.Problems(Check(filepath.Join(dir, "qubiq.yaml"), quiet))
+	for _, want := range []string{filepath.Join(dir, "qubiq.yaml") + ":3: python.replicas -1",
+		filepath.Join(dir, "project.yaml") + `:3: tag "A/B": unknown type "float65"`,
+		filepath.Join(dir, "project.yaml") + `:3: tag "A/B": unknown write level "superviser"`} {
+		found := false
+		for _, l := range got {
+			found = found || strings.HasPrefix(l, want)
+		}
+		if !found {
+			t.Errorf("check lacks %q:\n%s", want, strings.Join(got, "\n"))
+		}
+	}
+}

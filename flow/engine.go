@@ -375,9 +375,13 @@ func (e *Engine) prepare(ctx context.Context, d *Def, version int64) (*instance,
 			if nd.Entry != "" {
 				nr.module, nr.entry, _ = gateway.ParseEntry(nd.Entry)
 			} else {
-				p, err := e.gw.PrepareNode(ctx, gateway.NodeCode{Flow: d.Name, Node: nd.ID, Version: gen, Code: nd.Code})
+				p, err := e.gw.PrepareNode(ctx, gateway.NodeCode{Flow: d.Name, Node: nd.ID, Version: gen, FlowVersion: version, Code: nd.Code})
 				if err != nil {
 					in.release()
+					var se *gateway.ScriptError
+					if errors.As(err, &se) {
+						return nil, err // it names the flow, its version and the node (gateway.Nodes)
+					}
 					return nil, fmt.Errorf("flow %q: node %q: %w", d.Name, nd.ID, err)
 				}
 				nr.module, nr.entry, nr.ref = p.Ref, "transform", p.Ref
@@ -426,8 +430,15 @@ func (e *Engine) checkEntries(ctx context.Context, d *Def) error {
 	return nil
 }
 
+// firstLine is err's first line for a stopped flow's reason: a
+// *gateway.ScriptError's detail without its kind (the detail names the
+// flow, version, node and line), any other error's text.
 func firstLine(err error) string {
 	s := err.Error()
+	var se *gateway.ScriptError
+	if errors.As(err, &se) {
+		s = se.Detail
+	}
 	for i := range len(s) {
 		if s[i] == '\n' {
 			return s[:i] + " (and more)"

@@ -585,3 +585,26 @@ func TestEngine_PushedFlowSurvivesRestart(t *testing.T) {
 		}
 	})
 }
+
+// TestEngine_RefusedNodeStopsTheFlowSayingWhere: a stored flow whose
+// Python node the sandbox refuses at start is stopped, its reason the
+// refusal as the service words it (the flow, its stored version, the node,
+// the line in its code:), not wrapped in a second "flow ...: node ...:"
+// nor prefixed with the kind.
+func TestEngine_RefusedNodeStopsTheFlowSayingWhere(t *testing.T) {
+	gw := newFakeGW()
+	e := testEngine(t, gw, `
+- name: scale-speed2
+  trigger: {tag: Line1/In}
+  nodes:
+    - {id: scale, type: python, code: "def transform(msg):  # refuse\n    return msg\n"}
+`)
+	st, err := e.Flow(context.Background(), designer, "scale-speed2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `flow "scale-speed2" version 1, node "scale": forbidden name (line 2, column 1, counted in the node's code:)`
+	if st.State != gateway.FlowStopped || st.Reason != want {
+		t.Errorf("state %s, reason %q; want stopped, %q", st.State, st.Reason, want)
+	}
+}

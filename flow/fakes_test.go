@@ -58,7 +58,10 @@ var behaveRe = regexp.MustCompile(`# behave: (\w+)`)
 
 func (f *fakeGW) PrepareNode(_ context.Context, c gateway.NodeCode) (gateway.NodePrepared, error) {
 	if strings.Contains(c.Code, "# refuse") {
-		return gateway.NodePrepared{}, &gateway.ScriptError{Kind: gateway.KindInvalid, Detail: "module refused: forbidden name (line 2)"}
+		// As the service words it (gateway.Nodes): the flow, its version,
+		// the node, the line in the node's code.
+		return gateway.NodePrepared{}, &gateway.ScriptError{Kind: gateway.KindInvalid,
+			Detail: fmt.Sprintf("flow %q version %d, node %q: forbidden name (line 2, column 1, counted in the node's code:)", c.Flow, c.FlowVersion, c.Node)}
 	}
 	ref := fmt.Sprintf("flow.%s.%s.%d", c.Flow, c.Node, c.Version)
 	f.mu.Lock()

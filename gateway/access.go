@@ -22,9 +22,11 @@ type Credentials interface {
 	// ListAPIKeys lists the keys that are not revoked, never their tokens.
 	ListAPIKeys(ctx context.Context) ([]APIKey, error)
 	// RevokeAPIKey revokes the key id on behalf of g (audited); scripts
-	// running with it are refused their next system.* call. An unknown id
-	// wraps ErrNotFound.
-	RevokeAPIKey(ctx context.Context, g auth.Grant, id string) error
+	// running with it are refused their next system.* call. A key already
+	// revoked stays so and is reported (already true, nothing audited):
+	// the call is idempotent but says what happened. An unknown id wraps
+	// ErrNotFound.
+	RevokeAPIKey(ctx context.Context, g auth.Grant, id string) (already bool, err error)
 }
 
 // NewAPIKey is what a new API key may do: scopes, write level,
@@ -79,17 +81,23 @@ type Sessions interface {
 // Users administers the users of sessions, and provisions the first admin.
 // Every change is audited; a password change or a disable ends the user's
 // sessions at once. A users_admin may not create or manage a user whose
-// sessions would hold more than its own grant (auth.CoversUser).
+// sessions would hold more than its own grant (auth.Grant.CoversUser),
+// nor set such a user's password (whoever sets it can log in as the user;
+// docs/security.md, "Who may manage a user"). The request's own faults
+// are answered before that refusal.
 type Users interface {
 	// ListUsers lists every user, never a password hash.
 	ListUsers(ctx context.Context) ([]User, error)
-	// AddUser creates a user: ErrInvalid naming the bad field, ErrConflict
-	// for a name in use, an *auth.DeniedError when g does not cover it.
+	// AddUser creates a user: ErrInvalid naming the bad field or the
+	// short password, then ErrConflict for a name in use, then an
+	// *auth.DeniedError when g does not cover it.
 	AddUser(ctx context.Context, g auth.Grant, u NewUser) error
-	// SetPassword replaces a user's password: ErrNotFound, ErrInvalid.
+	// SetPassword replaces a user's password: ErrNotFound, ErrInvalid,
+	// then an *auth.DeniedError when g does not cover the user.
 	SetPassword(ctx context.Context, g auth.Grant, name, password string) error
-	// DisableUser disables a user: ErrNotFound.
-	DisableUser(ctx context.Context, g auth.Grant, name string) error
+	// DisableUser disables a user: ErrNotFound. A user already disabled
+	// stays so and is reported (already true, nothing audited).
+	DisableUser(ctx context.Context, g auth.Grant, name string) (already bool, err error)
 	// Provision sets the first admin password (the platform user "admin"
 	// with every permission) and revokes the bootstrap token for good.
 	// Only the bootstrap token's grant may call it (else an

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 
 	"qubiq.dev/edge/auth"
@@ -191,4 +192,43 @@ func CredentialReason(err error) string {
 		return ce.Reason
 	}
 	return CredentialUnknown
+}
+
+// kindError is an error of a kind whose text is its own message only.
+type kindError struct {
+	kind error
+	err  error
+}
+
+func (e *kindError) Error() string   { return e.err.Error() }
+func (e *kindError) Unwrap() []error { return []error{e.kind, e.err} }
+
+// Errorf returns an error of kind (one of the sentinels above:
+// errors.Is(err, kind) holds) whose text is the formatted message alone,
+// without the kind's own words: a front door shows the kind beside the
+// message (REST's status and "kind", the CLI's "(HTTP 409, conflict)"), so
+// `user "bob" already exists` is not also "conflict: ...". A %w in format
+// wraps as fmt.Errorf does.
+func Errorf(kind error, format string, args ...any) error {
+	return &kindError{kind: kind, err: fmt.Errorf(format, args...)}
+}
+
+// kinds are the sentinels whose words Message takes off the front of a
+// message.
+var kinds = []error{ErrUnauthenticated, ErrInvalid, ErrNotFound, ErrConflict, ErrUnavailable, ErrInstallFailed}
+
+// Message is err's text for a front door that shows err's kind beside it
+// (REST's problem "title" and "kind", the CLI's "(HTTP 404, not_found)"):
+// a leading label of the kind err is ("invalid request: ", "conflict: ",
+// "not found: "), which operations wrapping a sentinel with "%w: ..."
+// write, is taken off, so the kind is not said twice. Any other text is
+// kept as it is.
+func Message(err error) string {
+	msg := err.Error()
+	for _, k := range kinds {
+		if errors.Is(err, k) {
+			msg = strings.TrimPrefix(msg, k.Error()+": ")
+		}
+	}
+	return msg
 }

@@ -24,8 +24,10 @@ type Nodes interface {
 	// defines transform(msg) at top level, and registers it to run as
 	// the module the answer names (its Ref; "flow.<flow>.<node>.<version>",
 	// a name no script module can have). Code that fails the check is a
-	// *ScriptError of kind invalid naming the first problem and its line;
-	// nothing is registered.
+	// *ScriptError of kind invalid naming the flow, its version and the
+	// node as the user wrote them, the first problem and its line and
+	// column counted in the node's code: (line 1 is the block's first
+	// line), never the internal module; nothing is registered.
 	PrepareNode(ctx context.Context, c NodeCode) (NodePrepared, error)
 	// ReleaseNode forgets a prepared node (its flow version was replaced
 	// or deleted). An unknown ref is ignored.
@@ -51,7 +53,10 @@ type NodeCode struct {
 	Flow    string
 	Node    string
 	Version int64
-	Code    string
+	// FlowVersion is the flow's stored version the node belongs to (the
+	// one `flows versions` lists), named in a refusal; 0 when not known.
+	FlowVersion int64
+	Code        string
 }
 
 // NodePrepared is a prepared node: the module to run (Ref, with entry

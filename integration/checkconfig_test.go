@@ -37,7 +37,7 @@ scripts:
 		t.Fatalf("exit %v, want 1:\n%s", err, out)
 	}
 	for _, want := range []string{
-		`line 4: unknown key "scna" in a tag`,
+		`project.yaml:4: unknown key "scna" in a tag`,
 		`project.yaml:5: tag "Line1/Level"`, `"randm"`,
 		`project.yaml:6: tag "Line1/Run"`, `unknown type "boolean"`,
 		`project.yaml:7: tag "Line1/Max": unknown device "simm"`,

@@ -80,7 +80,7 @@ func (l *Link) handle(ctx context.Context, in inbound) {
 	if err != nil {
 		var ref *Refusal
 		if !errors.As(err, &ref) {
-			ref = &Refusal{Kind: gateway.Kind(err), Detail: err.Error()}
+			ref = &Refusal{Kind: gateway.Kind(err), Detail: gateway.Message(err)}
 			if env.Topic == CmdPush && errors.Is(err, gateway.ErrConflict) {
 				ref.Kind = KindReplayed
 			}

@@ -362,3 +362,14 @@ type AuditRecord struct {
 	Result    string          `json:"result,omitempty"`
 	Detail    string          `json:"detail,omitempty"`
 }
+
+// Done is the 200 answer of DELETE /api/v1/apikeys/{id} and POST
+// /api/v1/users/{name}/disable when the key was already revoked or the
+// user already disabled: Already true and, for people, Detail (`api key
+// "3f9a..." was already revoked; nothing changed`). The calls are
+// idempotent and say so; the revocation or disabling itself answers 204
+// (docs/api.md).
+type Done struct {
+	Already bool   `json:"already"`
+	Detail  string `json:"detail"`
+}

@@ -177,6 +177,10 @@ type PanelEvent struct {
 
 // WSMessage is one message of the live-value WebSocket GET /api/v1/ws.
 //
+// docs/api.md, "WebSocket", lists every message with examples; the
+// client's are WSSubscribe and WSControl, and any other type is answered
+// with an error naming it.
+//
 // Client to server: {"type": "subscribe", "paths": [...]} (replaces the
 // subscription; the server answers with a "values" snapshot of every path),
 // {"type": "activity"} (the operator touched the panel: the session's idle
@@ -202,4 +206,20 @@ type WSMessage struct {
 	Unacked *int       `json:"unacked,omitempty"`
 	Active  *int       `json:"active,omitempty"`
 	Highest *string    `json:"highest,omitempty"`
+}
+
+// WSSubscribe is the client message {"type": "subscribe", "paths":
+// [...]}: it replaces the subscription with paths (at most 2000 tag paths,
+// each as GET /tags names it; a folder is not expanded) and the server
+// answers with a "values" snapshot of every path.
+type WSSubscribe struct {
+	Type  string   `json:"type"`
+	Paths []string `json:"paths"`
+}
+
+// WSControl is a client message with no field but its type: "activity"
+// (a browser session's idle timeout restarts), "subscribe_alarms" and
+// "unsubscribe_alarms".
+type WSControl struct {
+	Type string `json:"type"`
 }

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
+	"strconv"
 	"time"
 
 	"qubiq.dev/edge/value"
@@ -131,8 +134,69 @@ func (t *TagWrite) UnmarshalJSON(b []byte) error {
 var ErrObjectValue = value.ErrJSONObject
 
 // DecodeValue decodes one JSON tag value into value.Normalize form, integers
-// exact (value.DecodeJSON, the one JSON form of tag values).
-func DecodeValue(raw []byte) (value.Value, error) { return value.DecodeJSON(raw) }
+// exact (value.DecodeJSON, the one JSON form of tag values). A number
+// literal beyond float64's range (1e400), which no tag type holds, is
+// refused as what it is, wrapping value.ErrOutOfRange: Normalize would
+// keep it as the string "1e400", which a numeric tag then calls "not a
+// number".
+func DecodeValue(raw []byte) (value.Value, error) {
+	v, err := value.DecodeJSON(raw)
+	if err != nil || !hasString(v) {
+		return v, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var literal any
+	if dec.Decode(&literal) == nil {
+		if n, ok := hugeNumber(literal); ok {
+			return nil, &HugeNumberError{Number: string(n)}
+		}
+	}
+	return v, nil
+}
+
+// HugeNumberError is DecodeValue's refusal of a number literal beyond
+// float64's range; it is value.ErrOutOfRange (errors.Is).
+type HugeNumberError struct {
+	Number string // the literal as sent, "1e400"
+}
+
+// Error names the number and the range.
+func (e *HugeNumberError) Error() string {
+	return fmt.Sprintf("%s is a number beyond float64's range (±%g), which no tag type holds", e.Number, math.MaxFloat64)
+}
+
+// Unwrap makes it value.ErrOutOfRange.
+func (e *HugeNumberError) Unwrap() error { return value.ErrOutOfRange }
+
+// hasString reports whether v is or holds a string.
+func hasString(v value.Value) bool {
+	switch x := v.(type) {
+	case string:
+		return true
+	case []any:
+		return slices.ContainsFunc(x, func(e any) bool { return hasString(e) })
+	}
+	return false
+}
+
+// hugeNumber finds a number literal in v (json.Number form) that float64
+// cannot hold.
+func hugeNumber(v any) (json.Number, bool) {
+	switch x := v.(type) {
+	case json.Number:
+		if f, err := strconv.ParseFloat(string(x), 64); errors.Is(err, strconv.ErrRange) && math.IsInf(f, 0) {
+			return x, true
+		}
+	case []any:
+		for _, e := range x {
+			if n, ok := hugeNumber(e); ok {
+				return n, true
+			}
+		}
+	}
+	return "", false
+}
 
 // EncodeValue encodes a tag value as JSON: integers exact, NaN and ±Inf as
 // null (value.EncodeJSON, the one JSON form of tag values).

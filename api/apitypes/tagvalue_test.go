@@ -55,6 +55,26 @@ func TestDecodeValue_Refused(t *testing.T) {
 	}
 }
 
+// TestDecodeValue_NumberBeyondFloat64: 1e400 is a number, but beyond
+// float64's range (no tag type holds it): refused as out of range naming
+// it, not kept as the string "1e400" a float tag calls "not a number";
+// a string "1e400" and a number that underflows to 0 are values.
+func TestDecodeValue_NumberBeyondFloat64(t *testing.T) {
+	for _, in := range []string{`1e400`, `-1e400`, `[1, [2e308]]`} {
+		_, err := DecodeValue([]byte(in))
+		var he *HugeNumberError
+		if !errors.As(err, &he) || !errors.Is(err, value.ErrOutOfRange) ||
+			!strings.Contains(err.Error(), "is a number beyond float64's range (±1.7976931348623157e+308)") || strings.Contains(err.Error(), "not a number") {
+			t.Errorf("DecodeValue(%s) err = %v", in, err)
+		}
+	}
+	for in, want := range map[string]value.Value{`"1e400"`: "1e400", `1e-400`: 0.0} {
+		if got, err := DecodeValue([]byte(in)); err != nil || !value.Equal(got, want) {
+			t.Errorf("DecodeValue(%s) = %#v, %v; want %#v", in, got, err, want)
+		}
+	}
+}
+
 func TestTagValue_MarshalJSON_Wire(t *testing.T) {
 	ts := time.Date(2025, 3, 1, 13, 0, 0, 500, time.FixedZone("CET", 3600))
 	tests := []struct {

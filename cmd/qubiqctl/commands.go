@@ -383,13 +383,14 @@ func cmdAPIKeysRevoke(ctx context.Context, c *cli, _ *opts, args []string) error
 	if err := nargs(args, 1, 1, "ID"); err != nil {
 		return err
 	}
-	if err := c.c.RevokeAPIKey(ctx, args[0]); err != nil {
+	done, err := c.c.RevokeAPIKey(ctx, args[0])
+	if err != nil {
 		return err
 	}
 	if c.g.json {
-		return c.printJSON(map[string]string{"id": args[0], "status": "revoked"})
+		return c.printJSON(map[string]any{"id": args[0], "status": "revoked", "already": done.Already})
 	}
-	fmt.Fprintf(c.stdout, "revoked %s\n", args[0])
+	printDone(c.stdout, done, "revoked "+args[0])
 	return nil
 }
 

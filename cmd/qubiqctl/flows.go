@@ -76,12 +76,12 @@ func cmdFlowsList(ctx context.Context, c *cli, _ *opts, args []string) error {
 	if c.g.json {
 		return c.printJSON(nonNilSlice(flows))
 	}
-	t := newTable(c.stdout, "NAME", "STATE", "VERSION", "TRIGGER", "QUEUE", "IN", "PROCESSED", "OUT", "FILTERED", "ERRORS", "DROPPED", "TIMEOUTS", "LAST ERROR")
+	t := newTable(c.stdout, "NAME", "STATE", "VERSION", "TRIGGER", "QUEUE", "IN", "PROCESSED", "OUT", "FILTERED", "ERRORS", "DROPPED", "TIMEOUTS", "LAST ERROR", "REASON")
 	for _, f := range flows {
 		n := f.Counters
 		t.row(f.Name, f.State, fmt.Sprint(f.Version), f.Trigger, fmt.Sprintf("%d/%d", f.Queue, f.QueueSize),
 			fmt.Sprint(n.In), fmt.Sprint(n.Processed), fmt.Sprint(n.Out), fmt.Sprint(n.Filtered), fmt.Sprint(n.Errors),
-			fmt.Sprint(n.Dropped), fmt.Sprint(n.Timeouts), lastError(f.LastError))
+			fmt.Sprint(n.Dropped), fmt.Sprint(n.Timeouts), lastError(f.LastError), orDash(f.Reason)) // why it is stopped or failed
 	}
 	return t.flush()
 }

@@ -260,7 +260,7 @@ func TestRun_ExitCodes(t *testing.T) {
 		{"key without name", []string{"apikeys", "create", "--scopes", "tag:read"}, 2, "--name and --write-level are required", true},
 		{"bad url", []string{"--url", "localhost:8080", "status"}, 2, "--url", true},
 		{"forbidden", []string{"--url", d.srv.URL, "--api-key", "k", "tags", "write", "A=1"}, 1,
-			`qubiqctl: Forbidden: missing scope "tag:write" for POST /api/v1/tags/write (HTTP 403, permission_denied)`, false},
+			`qubiqctl: missing scope "tag:write" for POST /api/v1/tags/write (HTTP 403, permission_denied)`, false},
 		{"busy", []string{"--url", d.srv.URL, "scripts", "run", "pumps.start"}, 1, "all workers busy (HTTP 503, busy)", false},
 		{"not found", []string{"--url", d.srv.URL, "apikeys", "revoke", "k9"}, 1, "no route (HTTP 404, not_found)", false},
 		{"daemon down", []string{"--url", dead, "status"}, 1, "is qubiqd running at " + dead, false},
@@ -402,6 +402,7 @@ func TestRun_APIKeys(t *testing.T) {
 		"POST /api/v1/apikeys":      {201, `{"id":"k7","token":"qk_abc"}`},
 		"GET /api/v1/apikeys":       {200, `[{"id":"k7","name":"scada","scopes":["tag:read","tag:write"],"write_level":"operate","prefixes":["Line1"],"created":"2025-03-01T12:00:00Z"}]`},
 		"DELETE /api/v1/apikeys/k7": {204, ``},
+		"DELETE /api/v1/apikeys/k8": {200, `{"already":true,"detail":"api key \"k8\" was already revoked; nothing changed"}`},
 	})
 	code, out, errOut := runCLI("--url", d.srv.URL, "--api-key", "admin", "apikeys", "create", "--name", "scada",
 		"--scopes", "tag:read, tag:write", "--write-level", "operate", "--prefixes", "Line1", "--expires", "2030-01-01T00:00:00Z")
@@ -426,6 +427,11 @@ func TestRun_APIKeys(t *testing.T) {
 	code, out, _ = runCLI("--url", d.srv.URL, "apikeys", "revoke", "k7")
 	if code != 0 || out != "revoked k7\n" {
 		t.Errorf("revoke: exit %d output %q", code, out)
+	}
+	// Revoking a revoked key says so (the daemon's detail).
+	code, out, _ = runCLI("--url", d.srv.URL, "apikeys", "revoke", "k8")
+	if code != 0 || out != "api key \"k8\" was already revoked; nothing changed\n" {
+		t.Errorf("revoke a revoked key: exit %d output %q", code, out)
 	}
 	code, _, errOut = runCLI("--url", d.srv.URL, "apikeys", "create", "--name", "x", "--write-level", "view", "--expires", "tomorrow")
 	if code != 2 || !strings.Contains(errOut, `--expires "tomorrow" is not RFC 3339`) {

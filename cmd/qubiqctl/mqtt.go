@@ -98,8 +98,8 @@ func cmdMQTTSign(_ context.Context, c *cli, o *opts, args []string) error {
 	if o.mqttKey == "" || o.mqttTopic == "" || o.mqttBody == "" {
 		return usagef("--key, --topic and --body are required")
 	}
-	if !strings.HasPrefix(o.mqttTopic, "cmd/") {
-		return usagef("--topic is a command topic below the appliance's topics, such as cmd/scripts/push")
+	if err := checkCommandTopic(o.mqttTopic); err != nil {
+		return err
 	}
 	pemBytes, err := os.ReadFile(o.mqttKey)
 	if err != nil {
@@ -121,9 +121,8 @@ func cmdMQTTSign(_ context.Context, c *cli, o *opts, args []string) error {
 	if err != nil {
 		return err
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &obj); err != nil {
-		return fmt.Errorf("--body: a JSON object: %w", err)
+	if err := checkBodyObject(o.mqttBody, raw); err != nil {
+		return err
 	}
 	var body strings.Builder
 	if err := compactInto(&body, raw); err != nil {
@@ -154,6 +153,84 @@ func cmdMQTTSign(_ context.Context, c *cli, o *opts, args []string) error {
 	sigJSON, _ := json.Marshal(base64.StdEncoding.EncodeToString(sig))
 	_, err = fmt.Fprintf(c.stdout, "%s,\"body\":%s,\"sig\":%s}\n", head[:len(head)-1], body.String(), sigJSON)
 	return err
+}
+
+// commandTopics are the command topics the supervisor link takes
+// (docs/mqtt.md, "Topics"; a test holds this copy to mqtt.Commands).
+var commandTopics = []string{"cmd/scripts/push", "cmd/scripts/run", "cmd/scripts/rollback", "cmd/tags/write"}
+
+// checkCommandTopic refuses a topic that is not one of commandTopics,
+// suggesting the nearest: a typo signed would be published and answered
+// unknown_command by the appliance, far from whoever typed it.
+func checkCommandTopic(topic string) error {
+	for _, t := range commandTopics {
+		if t == topic {
+			return nil
+		}
+	}
+	best, dist := "", -1
+	for _, t := range commandTopics {
+		if d := editDistance(strings.TrimPrefix(topic, "/"), t); dist < 0 || d < dist {
+			best, dist = t, d
+		}
+	}
+	return usagef("--topic %q is not a command topic: did you mean %s? (want %s or %s, below the appliance's topics; docs/mqtt.md)",
+		topic, best, strings.Join(commandTopics[:len(commandTopics)-1], ", "), commandTopics[len(commandTopics)-1])
+}
+
+// editDistance is the Levenshtein distance of a and b, in bytes.
+func editDistance(a, b string) int {
+	prev, cur := make([]int, len(b)+1), make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			c := 1
+			if a[i-1] == b[j-1] {
+				c = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+c)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// checkBodyObject refuses a --body that is not one JSON object, saying
+// which it is: not JSON at all (where, and what it starts with), or JSON
+// of another kind (an array, a string, ...). A command's body is an
+// object (docs/mqtt.md, "Signed commands").
+func checkBodyObject(name string, raw []byte) error {
+	where := "--body " + name
+	if name == "-" {
+		where = "--body - (standard input)"
+	}
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 {
+		return fmt.Errorf("%s is empty: the body must be a JSON object, such as {\"module\": \"pumps\"}", where)
+	}
+	if !json.Valid(trimmed) {
+		why := ""
+		var se *json.SyntaxError
+		if err := json.Unmarshal(trimmed, new(any)); errors.As(err, &se) {
+			why = fmt.Sprintf(" (%v, at byte %d)", se, se.Offset)
+		}
+		start := string(trimmed)
+		if len(start) > 20 {
+			start = start[:20] + "..."
+		}
+		return fmt.Errorf("%s is not JSON: it starts %q%s; the body must be a JSON object, such as {\"module\": \"pumps\"}", where, start, why)
+	}
+	if trimmed[0] != '{' {
+		kind := map[byte]string{'[': "an array", '"': "a string", 't': "a boolean", 'f': "a boolean", 'n': "null"}[trimmed[0]]
+		if kind == "" {
+			kind = "a number"
+		}
+		return fmt.Errorf("%s is JSON %s, not an object: the body must be a JSON object, such as {\"module\": \"pumps\"}", where, kind)
+	}
+	return nil
 }
 
 func compactInto(w *strings.Builder, raw []byte) error {

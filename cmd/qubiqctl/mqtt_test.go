@@ -84,3 +84,46 @@ func TestRun_Status_MQTTLink(t *testing.T) {
 		}
 	}
 }
+
+// TestMQTTSign_TopicAndBodyChecked: the topic is one of the link's
+// command topics (this copy is mqtt.Commands), a typo is refused naming
+// the nearest; a body that is not JSON, or JSON but not an object, is
+// refused saying which, not with the decoder's bare words.
+func TestMQTTSign_TopicAndBodyChecked(t *testing.T) {
+	if strings.Join(commandTopics, " ") != strings.Join(mqtt.Commands, " ") {
+		t.Fatalf("the CLI's command topics %v are not the link's %v", commandTopics, mqtt.Commands)
+	}
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "sup-a.pem")
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"mqtt", "keygen", "--out", keyFile}, &out, &errOut); code != 0 {
+		t.Fatalf("keygen: %d %s", code, errOut.String())
+	}
+	file := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := file("good.json", `{"module": "pumps"}`)
+	for _, c := range []struct {
+		topic, body string
+		code        int
+		want        string
+	}{
+		{"cmd/scripts/psuh", good, exitUsage, `--topic "cmd/scripts/psuh" is not a command topic: did you mean cmd/scripts/push? (want cmd/scripts/push, cmd/scripts/run, cmd/scripts/rollback or cmd/tags/write`},
+		{"cmd/tag/write", good, exitUsage, "did you mean cmd/tags/write?"},
+		{"scripts/run", good, exitUsage, "did you mean cmd/scripts/run?"},
+		{"cmd/scripts/push", file("no.json", "not json"), exitError, `is not JSON: it starts "not json" (invalid character 'o' in literal null (expecting 'u'), at byte 2); the body must be a JSON object`},
+		{"cmd/scripts/push", file("arr.json", `[1, 2]`), exitError, "is JSON an array, not an object: the body must be a JSON object"},
+		{"cmd/scripts/push", file("empty.json", " \n"), exitError, "is empty: the body must be a JSON object"},
+	} {
+		out.Reset()
+		errOut.Reset()
+		code := run(context.Background(), []string{"mqtt", "sign", "--key", keyFile, "--topic", c.topic, "--body", c.body}, &out, &errOut)
+		if code != c.code || !strings.Contains(errOut.String(), c.want) || out.Len() != 0 {
+			t.Errorf("%s %s: exit %d, stderr %q; want %d naming %q", c.topic, filepath.Base(c.body), code, errOut.String(), c.code, c.want)
+		}
+	}
+}

@@ -171,14 +171,25 @@ func cmdUsersDisable(ctx context.Context, c *cli, _ *opts, args []string) error 
 	if err := nargs(args, 1, 1, "NAME"); err != nil {
 		return err
 	}
-	if err := c.do(ctx, http.MethodPost, "/api/v1/users/"+url.PathEscape(args[0])+"/disable", nil, nil); err != nil {
+	var done apitypes.Done
+	if err := c.do(ctx, http.MethodPost, "/api/v1/users/"+url.PathEscape(args[0])+"/disable", nil, &done); err != nil {
 		return err
 	}
 	if c.g.json {
-		return c.printJSON(map[string]string{"name": args[0], "status": "disabled"})
+		return c.printJSON(map[string]any{"name": args[0], "status": "disabled", "already": done.Already})
 	}
-	fmt.Fprintf(c.stdout, "user %s disabled; its sessions ended\n", args[0])
+	printDone(c.stdout, done, "user "+args[0]+" disabled; its sessions ended")
 	return nil
+}
+
+// printDone prints what the daemon says happened (apitypes.Done: "... was
+// already revoked; nothing changed"), or fallback for a daemon that
+// answered without a body.
+func printDone(w io.Writer, d apitypes.Done, fallback string) {
+	if d.Detail == "" {
+		d.Detail = fallback
+	}
+	fmt.Fprintln(w, d.Detail)
 }
 
 // printTLS prints the listener's certificate line of status, when the

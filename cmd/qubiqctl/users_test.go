@@ -14,6 +14,7 @@ func TestRun_Users(t *testing.T) {
 		"GET /api/v1/users":                {200, `[{"name":"op1","realm":"operator","level":"operate","permissions":[],"disabled":false,"created":"2025-03-01T12:00:00Z","password_changed":"2025-03-01T12:00:00Z"}]`},
 		"PUT /api/v1/users/op1/password":   {204, ``},
 		"POST /api/v1/users/op1/disable":   {204, ``},
+		"POST /api/v1/users/vic/disable":   {200, `{"already":true,"detail":"user \"vic\" was already disabled; nothing changed"}`},
 		"POST /api/v1/users/ghost/disable": {404, `{"type":"urn:qubiq:problem:not_found","title":"Not Found","status":404,"detail":"user \"ghost\": not found","kind":"not_found"}`},
 	})
 	pw := filepath.Join(t.TempDir(), "pw")
@@ -42,6 +43,13 @@ func TestRun_Users(t *testing.T) {
 	}
 	if code, out, _ := runCLI("--url", d.srv.URL, "users", "disable", "op1"); code != 0 || !strings.Contains(out, "disabled") {
 		t.Errorf("disable: exit %d %q", code, out)
+	}
+	// Disabling a disabled user says so (the daemon's detail).
+	if code, out, _ := runCLI("--url", d.srv.URL, "users", "disable", "vic"); code != 0 || out != "user \"vic\" was already disabled; nothing changed\n" {
+		t.Errorf("disable a disabled user: exit %d %q", code, out)
+	}
+	if code, out, _ := runCLI("--url", d.srv.URL, "--json", "users", "disable", "vic"); code != 0 || !strings.Contains(out, `"already": true`) {
+		t.Errorf("disable a disabled user --json: exit %d %q", code, out)
 	}
 	if code, _, errOut := runCLI("--url", d.srv.URL, "users", "disable", "ghost"); code != 1 || !strings.Contains(errOut, `user "ghost": not found`) {
 		t.Errorf("disable ghost: exit %d %q", code, errOut)

@@ -71,7 +71,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *check {
 		log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
 		if err := daemon.Check(*cfgPath, log); err != nil {
-			fmt.Fprintf(stderr, "qubiqd: configuration invalid:\n%v\n", err)
+			fmt.Fprintln(stderr, "qubiqd: configuration invalid:")
+			for _, l := range config.Problems(err) {
+				fmt.Fprintln(stderr, l)
+			}
 			return 1
 		}
 		fmt.Fprintln(stdout, "configuration ok:", *cfgPath)
@@ -85,7 +88,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "qubiqd: %v\n", err)
 			return ec.RestartExitCode() // 75: systemd restarts the daemon (a bundle or a restore is staged)
 		}
-		fmt.Fprintf(stderr, "qubiqd: %v\n", err)
+		for _, l := range config.Problems(err) { // every problem of a refused config or project, FILE:LINE: what
+			fmt.Fprintf(stderr, "qubiqd: %s\n", l)
+		}
 		if errors.Is(err, store.ErrInUse) {
 			fmt.Fprintln(stderr, "qubiqd: another qubiqd holds this data_dir; stop it first")
 		}

@@ -158,16 +158,28 @@ func (s *Service) ListAPIKeys(context.Context) ([]gateway.APIKey, error) {
 	return out, nil
 }
 
-// RevokeAPIKey revokes a key on behalf of g, audited (gateway.Credentials).
-func (s *Service) RevokeAPIKey(_ context.Context, g auth.Grant, id string) error {
+// RevokeAPIKey revokes a key on behalf of g, audited; a key already
+// revoked is reported as such, not revoked (nor audited) again
+// (gateway.Credentials).
+func (s *Service) RevokeAPIKey(_ context.Context, g auth.Grant, id string) (bool, error) {
+	notFound := func() error { return fmt.Errorf("api key %q: %w", id, gateway.ErrNotFound) }
+	rec, err := s.keys.Record(id)
+	switch {
+	case errors.Is(err, store.ErrNotFound) || errors.Is(err, auth.ErrNotFound):
+		return false, notFound()
+	case err != nil:
+		return false, err
+	case rec.Revoked:
+		return true, nil
+	}
 	if err := s.keys.Revoke(id); err != nil {
 		if errors.Is(err, store.ErrNotFound) || errors.Is(err, auth.ErrNotFound) {
-			return fmt.Errorf("api key %q: %w", id, gateway.ErrNotFound)
+			return false, notFound()
 		}
-		return err
+		return false, err
 	}
 	s.auditAdmin(g, "apikey.revoke", id, nil)
-	return nil
+	return false, nil
 }
 
 // Login checks a user's password and starts a session; logins and their
@@ -236,15 +248,18 @@ func (s *Service) sweepSessions(ctx context.Context) {
 	}
 }
 
-// userErr maps the users' errors onto the gateway's sentinels.
-func userErr(err error) error {
+// userErr maps the users' errors of the user name onto the gateway's
+// kinds, in the words of the request: `user "bob": password shorter than
+// 8 characters` (invalid), `user "bob" already exists` (conflict), `user
+// "bob": not found`; the store's own words stay out.
+func userErr(name string, err error) error {
 	switch {
 	case errors.Is(err, auth.ErrInvalidUser):
-		return fmt.Errorf("%w: %v", gateway.ErrInvalid, err)
+		return gateway.Errorf(gateway.ErrInvalid, "%s", strings.TrimPrefix(err.Error(), auth.ErrInvalidUser.Error()+": "))
 	case errors.Is(err, auth.ErrUserExists):
-		return fmt.Errorf("%v: %w", err, gateway.ErrConflict)
-	case errors.Is(err, auth.ErrNotFound):
-		return fmt.Errorf("%v: %w", err, gateway.ErrNotFound)
+		return gateway.Errorf(gateway.ErrConflict, "user %q already exists", name)
+	case errors.Is(err, auth.ErrNotFound), errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("user %q: %w", name, gateway.ErrNotFound)
 	}
 	return err
 }
@@ -264,18 +279,26 @@ func (s *Service) ListUsers(context.Context) ([]gateway.User, error) {
 }
 
 // AddUser creates a user g covers (auth.Grant.CoversUser), audited
-// (gateway.Users).
+// (gateway.Users). The request's own faults are answered first, so a
+// refusal never hides them: an invalid name, realm, level or permission
+// and a password out of bounds (ErrInvalid), then a name in use
+// (ErrConflict); only then whether g may create such a user.
 func (s *Service) AddUser(_ context.Context, g auth.Grant, nu gateway.NewUser) error {
-	if err := g.CoversUser(nu.Realm, nu.Level, nu.Permissions); err != nil {
+	u := auth.UserRecord{Name: nu.Name, Realm: nu.Realm, Level: nu.Level, Permissions: nu.Permissions}
+	if err := auth.CheckUser(u); err != nil {
+		return userErr(nu.Name, err)
+	}
+	if err := auth.CheckPassword(nu.Name, nu.Password); err != nil {
+		return userErr(nu.Name, err)
+	}
+	if _, err := s.users.User(nu.Name); err == nil {
+		return userErr(nu.Name, auth.ErrUserExists)
+	}
+	if err := g.CoversUser(nu.Name, nu.Realm, nu.Level, nu.Permissions); err != nil {
 		return err
 	}
-	u := auth.UserRecord{Name: nu.Name, Realm: nu.Realm, Level: nu.Level, Permissions: nu.Permissions}
-	err := auth.CheckUser(u)
-	if err == nil {
-		err = s.users.Add(u, nu.Password)
-	}
-	if err != nil {
-		return userErr(err)
+	if err := s.users.Add(u, nu.Password); err != nil {
+		return userErr(nu.Name, err)
 	}
 	var perms []string
 	for _, p := range nu.Permissions {
@@ -289,40 +312,47 @@ func (s *Service) AddUser(_ context.Context, g auth.Grant, nu gateway.NewUser) e
 	return nil
 }
 
-// mayManage refuses to manage a user who can do more than g (taking over
-// that user's sessions would widen g); an unknown user passes (the
-// operation answers not found).
-func (s *Service) mayManage(g auth.Grant, name string) error {
+// SetPassword replaces a password and ends the user's sessions at once,
+// audited (gateway.Users). An unknown user (ErrNotFound) and a password
+// out of bounds (ErrInvalid) come first. Then g must cover the user
+// (auth.Grant.CoversUser), as for creating it: whoever sets a password
+// can log in as the user, so setting the password of a user who can do
+// more than g would widen g (docs/security.md, "Who may manage a user").
+func (s *Service) SetPassword(_ context.Context, g auth.Grant, name, password string) error {
 	u, err := s.users.User(name)
 	if err != nil {
-		return nil
+		return userErr(name, err)
 	}
-	return g.CoversUser(u.Realm, u.Level, u.Permissions)
-}
-
-// SetPassword replaces a password and ends the user's sessions at once,
-// audited (gateway.Users).
-func (s *Service) SetPassword(_ context.Context, g auth.Grant, name, password string) error {
-	if err := s.mayManage(g, name); err != nil {
+	if err := auth.CheckPassword(name, password); err != nil {
+		return userErr(name, err)
+	}
+	if err := g.CoversUser(name, u.Realm, u.Level, u.Permissions); err != nil {
 		return err
 	}
 	if err := s.users.SetPassword(name, password); err != nil {
-		return userErr(err)
+		return userErr(name, err)
 	}
 	n, err := s.sessions.RevokeUser(name)
 	s.auditAdmin(g, "user.passwd", name, map[string]any{"sessions_ended": n})
 	return err
 }
 
-// DisableUser disables a user and ends its sessions at once, audited
-// (gateway.Users).
-func (s *Service) DisableUser(_ context.Context, g auth.Grant, name string) error {
+// DisableUser disables a user and ends its sessions at once, audited; a
+// user already disabled is reported as such (gateway.Users).
+func (s *Service) DisableUser(_ context.Context, g auth.Grant, name string) (bool, error) {
+	u, err := s.users.User(name)
+	if err != nil {
+		return false, userErr(name, err)
+	}
+	if u.Disabled {
+		return true, nil
+	}
 	if err := s.users.Disable(name); err != nil {
-		return userErr(err)
+		return false, userErr(name, err)
 	}
 	n, err := s.sessions.RevokeUser(name)
 	s.auditAdmin(g, "user.disable", name, map[string]any{"sessions_ended": n})
-	return err
+	return false, err
 }
 
 // Provision creates the platform user "admin" with every permission and
@@ -335,7 +365,7 @@ func (s *Service) Provision(_ context.Context, g auth.Grant, password string) er
 	}
 	admin := auth.UserRecord{Name: AdminUser, Realm: auth.RealmPlatform, Permissions: slices.Clone(auth.AllPermissions)}
 	if err := s.users.Add(admin, password); err != nil {
-		return userErr(err)
+		return userErr(AdminUser, err)
 	}
 	if err := s.db.PutMeta(metaBootstrapHash, []byte{}); err != nil {
 		return fmt.Errorf("provision: revoke the bootstrap token: %w", err)

@@ -33,7 +33,7 @@ func (s *Service) ScriptCode(_ context.Context, _ auth.Grant, module string, ver
 		sc, err = s.db.ScriptVersion(module, int(version))
 	}
 	if err != nil {
-		return gateway.ScriptCode{}, kinded(err)
+		return gateway.ScriptCode{}, s.scriptErr(module, int(version), err)
 	}
 	return gateway.ScriptCode{Module: sc.Module, Version: int64(sc.Version), Saved: sc.Saved.UTC(), Code: sc.Code}, nil
 }

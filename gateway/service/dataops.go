@@ -41,15 +41,23 @@ func kinded(err error) error {
 		return err
 	case errors.Is(err, errNotFound), errors.Is(err, sqldb.ErrNotFound), errors.Is(err, files.ErrNotFound),
 		errors.Is(err, store.ErrNotFound):
-		return fmt.Errorf("%w: %v", gateway.ErrNotFound, err)
+		return gateway.Errorf(gateway.ErrNotFound, "%s", ownWords(err))
 	case errors.Is(err, sandbox.ErrBadArgs), errors.Is(err, sqldb.ErrInvalid), errors.Is(err, store.ErrInvalid),
 		errors.Is(err, store.ErrNotNumber), errors.Is(err, files.ErrTooLarge), errors.Is(err, files.ErrIsDir),
 		errors.Is(err, files.ErrBadRange), errors.Is(err, sqldb.ErrTooManyRows):
-		return fmt.Errorf("%w: %v", gateway.ErrInvalid, err)
+		return gateway.Errorf(gateway.ErrInvalid, "%s", ownWords(err))
 	case errors.Is(err, store.ErrAuditFull), errors.Is(err, store.ErrClosed), errors.Is(err, sqldb.ErrClosed):
-		return fmt.Errorf("%w: %v", gateway.ErrUnavailable, err)
+		return gateway.Errorf(gateway.ErrUnavailable, "%s", ownWords(err))
 	}
 	return err
+}
+
+// ownWords is err's text without the label of the layer that raised it
+// ("store: "): the caller of the service names a var, a file or a script,
+// not the package keeping it. The kind travels beside the text
+// (gateway.Errorf), so it is not written into it either.
+func ownWords(err error) string {
+	return strings.TrimPrefix(err.Error(), "store: ")
 }
 
 // canChange refuses a changing call whose audit record could not be queued

@@ -75,7 +75,7 @@ func (s *Service) PrepareNode(ctx context.Context, c gateway.NodeCode) (gateway.
 	ref := nodePrefix + c.Flow + "." + c.Node + "." + strconv.FormatInt(c.Version, 10)
 	info, err := s.pool.Check(ctx, ref, c.Code)
 	if err != nil {
-		return gateway.NodePrepared{Ref: ref, Diagnostics: diagsOf(info.Diagnostics)}, scriptError(err)
+		return gateway.NodePrepared{Ref: ref, Diagnostics: diagsOf(info.Diagnostics)}, nodeRefusal(c, info.Diagnostics, err)
 	}
 	found := false
 	for _, e := range info.Entries {
@@ -87,6 +87,39 @@ func (s *Service) PrepareNode(ctx context.Context, c gateway.NodeCode) (gateway.
 	}
 	s.pool.SetModule(ref, c.Code, info, int(c.Version))
 	return gateway.NodePrepared{Ref: ref, Diagnostics: diagsOf(info.Diagnostics)}, nil
+}
+
+// nodeRefusal words a node's failed check for its author: the flow, its
+// version and the node as the flow file names them, then the first error
+// at its line and column in the node's code: (the module checked is that
+// code alone, so its lines are the block's), and how many more there
+// are; never the internal module name (flow.<flow>.<node>.<n>), the
+// location once. A failure that is no diagnostic (the runtime is
+// missing) is scriptError's.
+func nodeRefusal(c gateway.NodeCode, diags []sandbox.Diagnostic, err error) error {
+	var first *sandbox.Diagnostic
+	n := 0
+	for i := range diags {
+		if diags[i].Severity == "error" {
+			if first == nil {
+				first = &diags[i]
+			}
+			n++
+		}
+	}
+	var re *sandbox.RunError
+	if first == nil || !errors.As(err, &re) || re.Kind != gateway.KindInvalid {
+		return scriptError(err)
+	}
+	where := fmt.Sprintf("flow %q", c.Flow)
+	if c.FlowVersion > 0 {
+		where += fmt.Sprintf(" version %d", c.FlowVersion)
+	}
+	d := fmt.Sprintf("%s, node %q: %s (line %d, column %d, counted in the node's code:)", where, c.Node, first.Message, first.Line, first.Column)
+	if n > 1 {
+		d += fmt.Sprintf(" and %d more problems", n-1)
+	}
+	return &gateway.ScriptError{Kind: gateway.KindInvalid, Detail: d}
 }
 
 // ReleaseNode forgets a prepared node (gateway.Nodes).

@@ -10,6 +10,7 @@ import (
 
 	"qubiq.dev/edge/auth"
 	"qubiq.dev/edge/gateway"
+	"qubiq.dev/edge/sandbox"
 )
 
 // TestNodes_PrepareAndRun: a node's code is checked (transform required,
@@ -41,8 +42,11 @@ func TestNodes_PrepareAndRun(t *testing.T) {
 		!strings.Contains(err.Error(), "defines no transform(msg)") {
 		t.Errorf("code without transform: %v", err)
 	}
-	if _, err := nodes.PrepareNode(ctx, gateway.NodeCode{Flow: "f", Node: "n", Version: 1, Code: "import os\ndef transform(msg):\n    return msg\n"}); gateway.Kind(err) != gateway.KindInvalid {
-		t.Errorf("import os: %v, want invalid", err)
+	_, err = nodes.PrepareNode(ctx, gateway.NodeCode{Flow: "f", Node: "n", Version: 1, FlowVersion: 7, Code: "import os\ndef transform(msg):\n    return msg\n"})
+	if se := (*gateway.ScriptError)(nil); !errors.As(err, &se) || se.Kind != gateway.KindInvalid ||
+		!strings.HasPrefix(se.Detail, `flow "f" version 7, node "n": `) || !strings.Contains(se.Detail, "(line 1, column 1, counted in the node's code:)") ||
+		strings.Count(se.Detail, "line") != 1 || strings.Contains(se.Detail, "flow.f.") {
+		t.Errorf("import os: %v; want invalid naming the flow, its version, the node and the line once, not the module", err)
 	}
 	g := auth.Grant{Principal: "flow:scale", Realm: "flow", Origin: "flow:scale", Scopes: []auth.Scope{auth.TagRead}}
 	msgs := []json.RawMessage{[]byte(`{"payload": 2}`), []byte(`{"payload": 0}`), []byte(`{"payload": 5}`)}
@@ -107,5 +111,41 @@ func TestFlows_MessagesAndHealth(t *testing.T) {
 	h := s.Health(context.Background())
 	if h.Status != gateway.HealthDegraded || h.Flows["scale"].State != gateway.FlowFailed || !strings.Contains(strings.Join(h.Reasons, "|"), `flow "scale" failed: node py failed: timeout`) {
 		t.Errorf("health %+v", h)
+	}
+}
+
+// TestNodeRefusal_NamesTheFlowVersionNodeAndLineOnce: a node's refused
+// check names the flow, its version and the node as the flow file does,
+// the first error at its line and column in the node's code:, how many
+// more there are; never the internal module, the location once.
+func TestNodeRefusal_NamesTheFlowVersionNodeAndLineOnce(t *testing.T) {
+	diags := []sandbox.Diagnostic{
+		{Line: 1, Column: 1, Severity: "warning", Message: "unused"},
+		{Line: 2, Column: 8, Severity: "error", Message: "module 'os' is not available"},
+		{Line: 4, Column: 1, Severity: "error", Message: "name 'open' is not available"},
+	}
+	err := nodeRefusal(gateway.NodeCode{Flow: "scale-speed2", Node: "scale", Version: 3, FlowVersion: 2}, diags,
+		&sandbox.RunError{Kind: gateway.KindInvalid, Detail: "module flow.scale-speed2.scale.3 refused: module 'os' is not available (line 2, column 8)", Line: 2})
+	want := `flow "scale-speed2" version 2, node "scale": module 'os' is not available (line 2, column 8, counted in the node's code:) and 1 more problems`
+	if se := (*gateway.ScriptError)(nil); !errors.As(err, &se) || se.Kind != gateway.KindInvalid || se.Detail != want {
+		t.Errorf("got  %v\nwant %s", err, want)
+	}
+	if err := nodeRefusal(gateway.NodeCode{Flow: "f", Node: "n"}, nil, &sandbox.RunError{Kind: gateway.KindRuntimeMissing, Detail: "no python"}); gateway.Kind(err) != gateway.KindRuntimeMissing {
+		t.Errorf("a failure that is no diagnostic: %v", err)
+	}
+}
+
+// TestScriptError_SaysTheLocationOnce: a refused check's detail already
+// names its line and column, so no second "(line N)" is appended; a run's
+// exception gets its line.
+func TestScriptError_SaysTheLocationOnce(t *testing.T) {
+	for re, want := range map[*sandbox.RunError]string{
+		{Kind: gateway.KindInvalid, Detail: "module pumps refused: module 'os' is not available (line 1, column 1)", Line: 1}: "module pumps refused: module 'os' is not available (line 1, column 1)",
+		{Kind: gateway.KindScriptError, Detail: "ValueError: zero", Line: 3}:                                                  "ValueError: zero (line 3)",
+	} {
+		var se *gateway.ScriptError
+		if err := scriptError(re); !errors.As(err, &se) || se.Detail != want {
+			t.Errorf("got %v; want %q", err, want)
+		}
 	}
 }

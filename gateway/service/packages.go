@@ -116,13 +116,13 @@ func packageError(err error) error {
 	}
 	switch {
 	case errors.Is(err, packages.ErrBadRequirement), errors.Is(err, packages.ErrBadWheel):
-		return fmt.Errorf("%w: %v", gateway.ErrInvalid, err)
+		return gateway.Errorf(gateway.ErrInvalid, "%w", err)
 	case errors.Is(err, packages.ErrNotInstalled):
-		return fmt.Errorf("%w: %v", gateway.ErrNotFound, err)
+		return gateway.Errorf(gateway.ErrNotFound, "%w", err)
 	case errors.Is(err, packages.ErrPackagesBusy), errors.Is(err, packages.ErrIsDependency), errors.Is(err, packages.ErrOffline):
-		return fmt.Errorf("%w: %v", gateway.ErrConflict, err)
+		return gateway.Errorf(gateway.ErrConflict, "%w", err)
 	case errors.Is(err, packages.ErrPip), errors.Is(err, packages.ErrNoPip):
-		return fmt.Errorf("%w: %v", gateway.ErrInstallFailed, err)
+		return gateway.Errorf(gateway.ErrInstallFailed, "%w", err)
 	case errors.Is(err, packages.ErrNoRuntime):
 		return &gateway.ScriptError{Kind: gateway.KindRuntimeMissing, Detail: err.Error()}
 	}

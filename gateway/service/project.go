@@ -9,10 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -186,7 +183,7 @@ func (s *Service) applyProject(ctx context.Context, g auth.Grant, doc []byte, ac
 		return config.ProjectDiff{}, projectError(perr)
 	}
 	p.File = s.projectFile()
-	if err := errors.Join(perr, s.check(p)); err != nil {
+	if err := errors.Join(perr, s.check(p), emptyImport(doc, p, s.Project())); err != nil {
 		return config.ProjectDiff{}, projectError(err)
 	}
 	for _, c := range s.opts.GrantChecks {
@@ -236,6 +233,28 @@ func (s *Service) applyProject(ctx context.Context, g auth.Grant, doc []byte, ac
 		slog.Int("tags", len(p.Tags)), slog.Int("tags_added", len(diff.TagsAdded)), slog.Int("tags_changed", len(diff.TagsChanged)),
 		slog.Int("tags_removed", len(diff.TagsRemoved)), slog.Any("restart_required", restartRequired(diff)))
 	return diff, nil
+}
+
+// emptyImport refuses a document that names neither devices: nor tags:
+// (such as "{}", or the wrong file) while the running project has some: it
+// would remove every device and tag, and their last values with them. An
+// empty project is imported by saying so, "devices: []" and "tags: []",
+// as ExportProject writes one (docs/project.md, "Import").
+func emptyImport(doc []byte, p, old *config.Project) error {
+	if len(p.Devices) > 0 || len(p.Tags) > 0 || old == nil || len(old.Devices)+len(old.Tags) == 0 {
+		return nil
+	}
+	var root yaml.Node
+	if yaml.Unmarshal(doc, &root) == nil && len(root.Content) > 0 && root.Content[0].Kind == yaml.MappingNode {
+		m := root.Content[0]
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			if k := m.Content[i].Value; k == "devices" || k == "tags" {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("the document has no devices: and no tags: section: importing it would remove all %d devices and %d tags; "+
+		"to import an empty project write \"devices: []\" and \"tags: []\"", len(old.Devices), len(old.Tags))
 }
 
 // maxAuditNames caps the names an import's audit record lists per change
@@ -432,84 +451,15 @@ func (s *Service) ExportProject(context.Context) ([]byte, error) {
 }
 
 // projectError turns a refused project's errors into a
-// *gateway.ProjectError: one problem per message (errors.Join trees,
-// wrapped joins, YAML type errors with one message per line), each with the
-// line it names.
+// *gateway.ProjectError: one problem per message (config.Problems), each
+// with the line it names.
 func projectError(err error) *gateway.ProjectError {
-	msgs := flatten("", err)
+	msgs := config.Problems(err)
 	out := &gateway.ProjectError{Problems: make([]gateway.Problem, len(msgs))}
 	for i, m := range msgs {
-		out.Problems[i] = gateway.Problem{Line: lineOf(m), Message: m}
+		out.Problems[i] = gateway.Problem{Line: config.ProblemLine(m), Message: m}
 	}
 	return out
-}
-
-func flatten(prefix string, err error) []string {
-	if err == nil {
-		return nil
-	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var out []string
-		for _, e := range j.Unwrap() {
-			out = append(out, flatten(prefix, e)...)
-		}
-		return out
-	}
-	if te, ok := err.(*yaml.TypeError); ok {
-		out := make([]string, 0, len(te.Errors))
-		for _, e := range te.Errors {
-			out = append(out, prefix+strings.TrimSpace(e))
-		}
-		return out
-	}
-	msg := err.Error()
-	// A wrapper of several problems ("FILE:LINE: tag: %w" around a join
-	// or a YAML type error): its own text prefixes each of them.
-	if w, ok := err.(interface{ Unwrap() error }); ok {
-		if inner := w.Unwrap(); inner != nil && multi(inner) && strings.HasSuffix(msg, inner.Error()) {
-			return flatten(prefix+strings.TrimSuffix(msg, inner.Error()), inner)
-		}
-	}
-	var out []string
-	for l := range strings.Lines(msg) {
-		if l = strings.TrimRight(l, "\n"); strings.TrimSpace(l) != "" {
-			out = append(out, prefix+l)
-		}
-	}
-	return out
-}
-
-// multi reports whether err holds several problems: a join or a YAML type
-// error, possibly wrapped.
-func multi(err error) bool {
-	for err != nil {
-		switch x := err.(type) {
-		case interface{ Unwrap() []error }, *yaml.TypeError:
-			return true
-		case interface{ Unwrap() error }:
-			err = x.Unwrap()
-		default:
-			return false
-		}
-	}
-	return false
-}
-
-var (
-	lineWordRe = regexp.MustCompile(`\bline (\d+)\b`)
-	fileLineRe = regexp.MustCompile(`^[^ ]*?:(\d+): `)
-)
-
-// lineOf finds the line a problem names: "FILE:12: ..." or "line 12: ...";
-// 0 when none.
-func lineOf(msg string) int {
-	for _, re := range []*regexp.Regexp{fileLineRe, lineWordRe} {
-		if m := re.FindStringSubmatch(msg); m != nil {
-			n, _ := strconv.Atoi(m[1])
-			return n
-		}
-	}
-	return 0
 }
 
 // BrowseDevice returns the children of node in a device's address space

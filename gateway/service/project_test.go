@@ -354,3 +354,25 @@ type prefixed struct {
 
 func (p *prefixed) Error() string { return p.prefix + p.err.Error() }
 func (p *prefixed) Unwrap() error { return p.err }
+
+// TestService_ImportProject_EmptyDocumentRefused: a document with neither
+// devices: nor tags: ("{}", the wrong file) would remove every device and
+// tag: refused, nothing changes; an empty project said as such
+// ("devices: []", "tags: []") is imported.
+func TestService_ImportProject_EmptyDocumentRefused(t *testing.T) {
+	s := newProjectService(t, projectV1)
+	old := s.Engine()
+	for _, doc := range []string{"{}", "", "named_queries: []\n"} {
+		_, err := s.ImportProject(context.Background(), designer, []byte(doc))
+		if !errors.Is(err, gateway.ErrInvalidProject) || !strings.Contains(err.Error(), `write "devices: []" and "tags: []"`) {
+			t.Fatalf("import of %q = %v, want it refused as removing everything", doc, err)
+		}
+	}
+	if s.Engine() != old {
+		t.Fatal("a refused empty document replaced the engine")
+	}
+	ch, err := s.ImportProject(context.Background(), designer, []byte("devices: []\ntags: []\n"))
+	if err != nil || len(ch.Devices.Removed) == 0 || len(ch.Tags.Removed) == 0 {
+		t.Fatalf("import of an empty project said as such = %+v, %v", ch, err)
+	}
+}

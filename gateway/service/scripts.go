@@ -158,13 +158,15 @@ func (s *Service) stopScripts(ctx context.Context) error {
 	return s.pool.Close(ctx)
 }
 
-// scriptError turns a sandbox failure into the gateway's *ScriptError
-// (its line appended to the detail); other errors pass.
+// scriptError turns a sandbox failure into the gateway's *ScriptError:
+// its line appended to the detail, unless the detail already says where
+// (a refused check's "(line 3, column 5)"): the location is said once.
+// Other errors pass.
 func scriptError(err error) error {
 	var re *sandbox.RunError
 	if errors.As(err, &re) {
 		d := re.Detail
-		if re.Line > 0 {
+		if re.Line > 0 && !strings.Contains(d, fmt.Sprintf("(line %d", re.Line)) {
 			d = fmt.Sprintf("%s (line %d)", d, re.Line)
 		}
 		return &gateway.ScriptError{Kind: re.Kind, Detail: d}
@@ -219,14 +221,14 @@ func (s *Service) RollbackScript(_ context.Context, g auth.Grant, module string)
 	}
 	prev, err := s.db.Script(module)
 	if err != nil {
-		return gateway.ScriptSaved{}, kinded(err)
+		return gateway.ScriptSaved{}, s.scriptErr(module, 0, err)
 	}
 	cur, err := s.db.DropLatestScript(module)
 	switch {
 	case errors.Is(err, store.ErrOnlyVersion):
-		return gateway.ScriptSaved{}, fmt.Errorf("%w: %v: nothing to roll back to", gateway.ErrConflict, err)
+		return gateway.ScriptSaved{}, gateway.Errorf(gateway.ErrConflict, "module %q has only version %d: nothing to roll back to", module, prev.Version)
 	case err != nil:
-		return gateway.ScriptSaved{}, kinded(err)
+		return gateway.ScriptSaved{}, s.scriptErr(module, 0, err)
 	}
 	var info sandbox.ModuleInfo
 	if len(cur.Meta) > 0 {
@@ -243,13 +245,28 @@ func (s *Service) RollbackScript(_ context.Context, g auth.Grant, module string)
 func (s *Service) ScriptVersions(_ context.Context, _ auth.Grant, module string) ([]gateway.ScriptVersion, error) {
 	vs, err := s.db.ScriptVersions(module)
 	if err != nil {
-		return nil, kinded(err)
+		return nil, s.scriptErr(module, 0, err)
 	}
 	out := make([]gateway.ScriptVersion, len(vs))
 	for i, v := range vs {
 		out[i] = gateway.ScriptVersion{Version: int64(v.Version), Saved: v.Saved}
 	}
 	return out, nil
+}
+
+// scriptErr words a store error about module (version 0: the latest) as
+// a run of it does: `unknown module "nomod"`, `module "pumps" has no
+// version 7` (ErrNotFound); other errors as kinded.
+func (s *Service) scriptErr(module string, version int, err error) error {
+	if !errors.Is(err, store.ErrNotFound) {
+		return kinded(err)
+	}
+	if version > 0 {
+		if _, e := s.db.Script(module); e == nil {
+			return gateway.Errorf(gateway.ErrNotFound, "module %q has no version %d", module, version)
+		}
+	}
+	return gateway.Errorf(gateway.ErrNotFound, "unknown module %q", module)
 }
 
 func entriesOf(info sandbox.ModuleInfo) []gateway.ScriptEntry {
