@@ -367,7 +367,6 @@ func (p *Pool) scriptFailed(w *worker, m *moduleCode, j *job, e *rpc.ScriptError
 // from the one table (ScopeFor), the grant's expiry, then the Services.
 func (p *Pool) dispatch(ctx context.Context, g auth.Grant, run string, c *rpc.Call) *rpc.Result {
 	r := &rpc.Result{Type: rpc.TypeResult, Exec: c.Exec, ID: c.ID}
-	target := "system." + c.Method
 	scope, err := ScopeFor(c.Method)
 	if err != nil {
 		p.logger.Warn("system call refused", "run", run, "principal", g.Principal, "method", c.Method, "why", "unknown namespace")
@@ -376,12 +375,13 @@ func (p *Pool) dispatch(ctx context.Context, g auth.Grant, run string, c *rpc.Ca
 		return r
 	}
 	if g.Expired(time.Now()) {
-		de := &auth.DeniedError{Kind: "expired", Need: "an unexpired grant", Target: target}
+		de := &auth.DeniedError{Kind: "expired", Need: "an unexpired grant", Target: "system." + c.Method}
 		p.auditRefusal(g, c.Method, de)
 		r.Error = &rpc.CallError{Kind: "permission_denied", Message: de.Error()}
 		return r
 	}
-	if err := g.RequireScope(scope, target); err != nil {
+	if !g.HasScope(scope) { // RequireScope's rule; its error names the target, made only for a refusal
+		err := g.RequireScope(scope, "system."+c.Method)
 		p.logger.Info("system call refused", "run", run, "principal", g.Principal, "method", c.Method, "scope", scope)
 		p.auditRefusal(g, c.Method, err)
 		r.Error = &rpc.CallError{Kind: "permission_denied", Message: err.Error(), Scope: string(scope)}
@@ -392,8 +392,9 @@ func (p *Pool) dispatch(ctx context.Context, g auth.Grant, run string, c *rpc.Ca
 		params = json.RawMessage("null")
 	}
 	var v json.RawMessage
+	var bin []byte
 	if c.Method == "tag.read" && p.tagReader != nil {
-		v, err = readTagColumns(ctx, p.tagReader, g, params)
+		bin, err = readTagColumns(ctx, p.tagReader, g, params)
 	} else {
 		v, err = p.svc.Call(ctx, g, c.Method, params)
 	}
@@ -409,10 +410,14 @@ func (p *Pool) dispatch(ctx context.Context, g auth.Grant, run string, c *rpc.Ca
 		r.Error = &rpc.CallError{Kind: "error", Message: err.Error()}
 		return r
 	}
+	r.OK = true
+	if bin != nil {
+		r.Binary = bin
+		return r
+	}
 	if len(v) == 0 {
 		v = json.RawMessage("null")
 	}
-	r.OK = true
 	r.Value = v
 	return r
 }

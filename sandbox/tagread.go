@@ -6,12 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"qubiq.dev/edge/auth"
+	"qubiq.dev/edge/sandbox/rpc"
 	"qubiq.dev/edge/value"
 )
 
@@ -35,8 +34,9 @@ type TagReader interface {
 const TimeFormat = "2006-01-02T15:04:05.000000000Z07:00"
 
 // readTagColumns serves tag.read through r: it parses {"paths": [...]}
-// and encodes the answer as columns (METHODS.md).
-func readTagColumns(ctx context.Context, r TagReader, g auth.Grant, params json.RawMessage) (json.RawMessage, error) {
+// and encodes the answer as columns, the value of a binary result frame
+// (METHODS.md; rpc.Pickle).
+func readTagColumns(ctx context.Context, r TagReader, g auth.Grant, params json.RawMessage) ([]byte, error) {
 	paths, err := parsePaths(params)
 	if err != nil {
 		return nil, fmt.Errorf("tag.read: bad params: %w", err)
@@ -112,27 +112,25 @@ func parsePaths(b []byte) ([]string, error) {
 	return *p.Paths, nil
 }
 
-// encodeColumns encodes VQTs as the column answer of tag.read:
+// encodeColumns encodes VQTs as the column answer of tag.read, one tuple
+// in the pickle subset of binary result frames (rpc.Pickle):
 //
-//	{"v": [values], "q": "Good" | ["Good", ...], "t": "<time>" | ["<time>", ...], "r": {"<index>": "<reason>"}}
+//	([values], "Good" | ["Good", ...], "<time>" | ["<time>", ...], None | {index: "<reason>"})
 //
-// q and t are one string when every row has the same; r is present only
-// when a row has a reason. Values are JSON: integers exact, floats always
-// with a fraction or exponent (so Python reads a float), NaN and infinities
-// as null.
-func encodeColumns(vqts []value.VQT) (json.RawMessage, error) {
-	b := make([]byte, 0, 64+len(vqts)*48)
-	b = append(b, `{"v":[`...)
+// quality and time are one str when every row has the same; the reasons
+// are None unless a row has one. Values are what json.loads makes of the
+// same value written as JSON: ints exact, floats as floats, NaN and the
+// infinities as None.
+func encodeColumns(vqts []value.VQT) ([]byte, error) {
+	p := rpc.Pickle{B: make([]byte, 0, 64+len(vqts)*12)}
+	p.BeginTuple()
+	p.BeginList()
 	for i, v := range vqts {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		var err error
-		if b, err = appendValue(b, v.Value); err != nil {
+		if err := appendValue(&p, v.Value, 0); err != nil {
 			return nil, fmt.Errorf("tag.read: value %d: %w", i, err)
 		}
 	}
-	b = append(b, `],"q":`...)
+	p.EndList()
 	sameQ, sameT := true, true
 	for i := 1; i < len(vqts); i++ {
 		sameQ = sameQ && vqts[i].Quality == vqts[0].Quality
@@ -140,34 +138,29 @@ func encodeColumns(vqts []value.VQT) (json.RawMessage, error) {
 	}
 	switch {
 	case len(vqts) == 0:
-		b = append(b, "[]"...)
+		p.BeginList()
+		p.EndList()
 	case sameQ:
-		b = appendString(b, vqts[0].Quality.String())
+		p.String(vqts[0].Quality.String())
 	default:
-		b = append(b, '[')
-		for i, v := range vqts {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(b, v.Quality.String())
+		p.BeginList()
+		for _, v := range vqts {
+			p.String(v.Quality.String())
 		}
-		b = append(b, ']')
+		p.EndList()
 	}
-	b = append(b, `,"t":`...)
 	switch {
 	case len(vqts) == 0:
-		b = append(b, "[]"...)
+		p.BeginList()
+		p.EndList()
 	case sameT:
-		b = appendTime(b, vqts[0].Time)
+		p.String(timeText(vqts[0].Time))
 	default:
-		b = append(b, '[')
-		for i, v := range vqts {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendTime(b, v.Time)
+		p.BeginList()
+		for _, v := range vqts {
+			p.String(timeText(v.Time))
 		}
-		b = append(b, ']')
+		p.EndList()
 	}
 	first := true
 	for i, v := range vqts {
@@ -175,37 +168,33 @@ func encodeColumns(vqts []value.VQT) (json.RawMessage, error) {
 			continue
 		}
 		if first {
-			b = append(b, `,"r":{`...)
+			p.BeginDict()
 			first = false
-		} else {
-			b = append(b, ',')
 		}
-		b = append(b, '"')
-		b = strconv.AppendInt(b, int64(i), 10)
-		b = append(b, `":`...)
-		b = appendString(b, v.Reason)
+		p.Int(int64(i))
+		p.String(v.Reason)
 	}
-	if !first {
-		b = append(b, '}')
+	if first {
+		p.None()
+	} else {
+		p.EndDict()
 	}
-	return append(b, '}'), nil
+	p.EndTuple()
+	return p.B, nil
 }
 
-func appendTime(b []byte, t time.Time) []byte {
-	b = append(b, '"')
+// timeText is t in TimeFormat, UTC.
+func timeText(t time.Time) string {
 	if y := t.Year(); y < 1900 || y > 2200 { // outside UnixNano's range: no cache
-		b = t.UTC().AppendFormat(b, TimeFormat)
-		return append(b, '"')
+		return t.UTC().Format(TimeFormat)
 	}
 	ns := t.UnixNano()
 	if c := lastTime.Load(); c != nil && c.ns == ns {
-		b = append(b, c.s...)
-	} else {
-		n := len(b)
-		b = t.UTC().AppendFormat(b, TimeFormat)
-		lastTime.Store(&formattedTime{ns: ns, s: string(b[n:])})
+		return c.s
 	}
-	return append(b, '"')
+	s := t.UTC().Format(TimeFormat)
+	lastTime.Store(&formattedTime{ns: ns, s: s})
+	return s
 }
 
 // formattedTime is one instant and its text in TimeFormat.
@@ -214,75 +203,43 @@ type formattedTime struct {
 	s  string
 }
 
-// lastTime caches the instant appendTime formatted last: the tags of one
+// lastTime caches the instant timeText formatted last: the tags of one
 // scan share their timestamp, and a script polling them reads the same one
 // until the next scan, so most reads format no time at all.
 var lastTime atomic.Pointer[formattedTime]
 
-// appendValue appends a tag value (value.Normalize form) as JSON.
-func appendValue(b []byte, v value.Value) ([]byte, error) {
+// appendValue appends a tag value (value.Normalize form).
+func appendValue(p *rpc.Pickle, v value.Value, depth int) error {
 	switch x := value.Normalize(v).(type) {
 	case nil:
-		return append(b, "null"...), nil
+		p.None()
 	case bool:
-		return strconv.AppendBool(b, x), nil
+		p.Bool(x)
 	case int64:
-		return strconv.AppendInt(b, x, 10), nil
+		p.Int(x)
 	case uint64:
-		return strconv.AppendUint(b, x, 10), nil
+		p.Uint(x)
 	case float64:
-		return appendFloat(b, x), nil
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			p.None()
+		} else {
+			p.Float(x)
+		}
 	case string:
-		return appendString(b, x), nil
+		p.String(x)
 	case []any:
-		b = append(b, '[')
-		for i, e := range x {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			var err error
-			if b, err = appendValue(b, e); err != nil {
-				return nil, err
+		if depth >= 100 {
+			return errors.New("array nested deeper than 100")
+		}
+		p.BeginList()
+		for _, e := range x {
+			if err := appendValue(p, e, depth+1); err != nil {
+				return err
 			}
 		}
-		return append(b, ']'), nil
+		p.EndList()
 	default:
-		return nil, fmt.Errorf("%T is not a tag value", v)
+		return fmt.Errorf("%T is not a tag value", v)
 	}
-}
-
-func appendFloat(b []byte, f float64) []byte {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return append(b, "null"...)
-	}
-	start := len(b)
-	b = strconv.AppendFloat(b, f, 'g', -1, 64)
-	for _, c := range b[start:] {
-		if c == '.' || c == 'e' || c == 'E' {
-			return b
-		}
-	}
-	return append(b, ".0"...)
-}
-
-// appendString appends s as a JSON string. Plain printable ASCII (the
-// common case: paths, quality names, reasons) is copied as it is.
-func appendString(b []byte, s string) []byte {
-	plain := true
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= utf8.RuneSelf {
-			plain = false
-			break
-		}
-	}
-	if plain {
-		b = append(b, '"')
-		b = append(b, s...)
-		return append(b, '"')
-	}
-	q, err := json.Marshal(s) // invalid UTF-8 becomes U+FFFD; never fails for a string
-	if err != nil {
-		return append(b, `""`...)
-	}
-	return append(b, q...)
+	return nil
 }

@@ -311,7 +311,7 @@ func (w *worker) sendResult(r *rpc.Result) error {
 	defer w.wmu.Unlock()
 	err := w.wr.WriteResult(r)
 	if errors.Is(err, rpc.ErrFrameTooLarge) {
-		r.OK, r.Value = false, nil
+		r.OK, r.Value, r.Binary = false, nil, nil
 		r.Error = &rpc.CallError{Kind: "error", Message: "the answer exceeds the 16 MiB frame limit"}
 		err = w.wr.WriteMessage(r)
 	}

@@ -3,12 +3,20 @@
 Mirror of the Go package sandbox/rpc: the same message types with the same
 fields (a Go test compares MESSAGES with the Go structs and round-trips every
 type through this module). Frames are a 4-byte big-endian length and a UTF-8
-JSON object whose first key is "type". Standard library only.
+JSON object whose first key is "type". A successful result (daemon -> worker
+only) may instead be a binary frame: a body in pickle protocol 4 (it begins
+with the PROTO opcode 0x80, never '{') holding the tuple (exec, id, value),
+written by the daemon's encoder of None, bool, int, float, str, list, tuple
+and dict alone (sandbox/rpc/pickle.go). Standard library only.
 """
 
 import json
 import os
 import struct
+
+# The C unpickler, for binary results: unlike marshal.loads it raises no
+# audit event, which the worker's audit hook would pay for on every call.
+from _pickle import loads as _ploads
 
 MAX_FRAME = 16 << 20
 
@@ -50,8 +58,12 @@ class ProtocolError(Exception):
     """A frame that does not follow the protocol."""
 
 
-class BadJSON(ProtocolError):
-    """A whole frame whose body is not JSON (the stream itself is intact)."""
+class BadFrame(ProtocolError):
+    """A whole frame whose body cannot be decoded (the stream itself is intact)."""
+
+
+class BadJSON(BadFrame):
+    """A whole frame whose body is not JSON."""
 
 
 def _check_kind(where, value, kind):
@@ -105,6 +117,7 @@ def validate(msg):
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 _ENCODERS = {None: _ENCODER}
 _HEADER = struct.Struct(">I")
+HEADER = _HEADER  # the frame header (a 4-byte big-endian length)
 
 
 def encode(msg, default=None):
@@ -133,6 +146,17 @@ def frame(body):
     return _HEADER.pack(len(body)) + body
 
 
+def _binary(body):
+    """The tuple (exec, id, value) of a binary result frame's body."""
+    try:
+        msg = _ploads(body)
+    except Exception as e:  # noqa: BLE001 - any failure of the body is a bad frame
+        raise BadFrame("bad binary frame: %s: %s" % (type(e).__name__, e)) from None
+    if type(msg) is tuple and len(msg) == 3:
+        return msg
+    raise ProtocolError("a binary frame is not (exec, id, value)")
+
+
 class Channel:
     """Frames in from one fd, frames out to another."""
 
@@ -154,13 +178,16 @@ class Channel:
 
     def recv(self, check=True):
         """The next message. check=False skips the field-by-field validation
-        (the caller checks the few fields it reads)."""
+        (the caller checks the few fields it reads) and accepts a binary
+        result frame too, returned as the tuple (exec, id, value)."""
         if not self._buf:
             # The common case: one read returns exactly one whole frame.
             chunk = os.read(self._r, 65536)
             if not chunk:
                 raise EOFError("daemon closed the channel")
             if len(chunk) >= 4 and _HEADER.unpack_from(chunk)[0] == len(chunk) - 4:
+                if not check and chunk[4:5] == b"\x80":
+                    return _binary(chunk[4:])
                 return self._decode(chunk[4:], check)
             self._buf += chunk
         (n,) = _HEADER.unpack(self._read_exact(4))
@@ -172,6 +199,10 @@ class Channel:
     def _decode(body, check):
         if len(body) > MAX_FRAME:
             raise ProtocolError("frame of %d bytes exceeds the maximum" % len(body))
+        if body[:1] == b"\x80":
+            if check:
+                raise ProtocolError("a binary frame where a message was expected")
+            return _binary(body)
         try:
             msg = json.loads(body.decode("utf-8"))
         except ValueError as e:
@@ -182,11 +213,37 @@ class Channel:
             return msg
         return validate(msg)
 
+    def exchange(self, frame):
+        """send_frame(frame), then recv(check=False): a system.* call's
+        round trip in one method (the worker's hot path)."""
+        n = os.write(self._w, frame)
+        if n != len(frame):
+            self.send_frame(frame[n:])
+        if not self._buf:
+            chunk = os.read(self._r, 65536)
+            if len(chunk) >= 4 and _HEADER.unpack_from(chunk)[0] == len(chunk) - 4:
+                if chunk[4:5] != b"\x80":
+                    return self._decode(chunk[4:], False)
+                try:
+                    msg = _ploads(chunk[4:])
+                except Exception as e:  # noqa: BLE001 - any failure of the body is a bad frame
+                    raise BadFrame("bad binary frame: %s: %s" % (type(e).__name__, e)) from None
+                if type(msg) is tuple and len(msg) == 3:
+                    return msg
+                raise ProtocolError("a binary frame is not (exec, id, value)")
+            if not chunk:
+                raise EOFError("daemon closed the channel")
+            self._buf += chunk
+        return self.recv(check=False)
+
     def send(self, msg):
         self.send_frame(encode(msg))
 
     def send_frame(self, frame):
-        data = memoryview(frame)
+        n = os.write(self._w, frame)
+        if n == len(frame):
+            return
+        data = memoryview(frame)[n:]
         while data:
             n = os.write(self._w, data)
             data = data[n:]

@@ -44,26 +44,21 @@ class QualifiedValue:
     .timestamp (an aware UTC datetime, parsed when first read), .path and
     .reason."""
 
-    __slots__ = ("path", "value", "quality", "reason", "_ts", "_tsraw")
+    __slots__ = ("path", "value", "quality", "reason", "_ts")
 
     def __init__(self, path, value, quality, timestamp, reason):
         self.path = path
         self.value = value
         self.quality = quality
         self.reason = reason
-        if isinstance(timestamp, str):
-            self._tsraw = timestamp
-            self._ts = None
-        else:
-            self._tsraw = None
-            self._ts = timestamp
+        self._ts = timestamp  # a str until first read
 
     @property
     def timestamp(self):
-        if self._tsraw is not None:
-            self._ts = _parse_time(self._tsraw)
-            self._tsraw = None
-        return self._ts
+        t = self._ts
+        if type(t) is str:
+            t = self._ts = _parse_time(t)
+        return t
 
     def __repr__(self):
         return "QualifiedValue(path=%r, value=%r, quality=%r, timestamp=%r)" % (
@@ -72,22 +67,24 @@ class QualifiedValue:
 
 def _from_columns(paths, c):
     """QualifiedValues from the column answer of tag.read (sandbox/METHODS.md):
-    {"v": [...], "q": str | [...], "t": str | [...], "r": {"index": reason}}."""
+    the tuple (values, quality, time, reasons), quality and time one str or a
+    list, reasons None or {index: reason}."""
     n = len(paths)
-    v = c["v"]
-    q = c["q"]
-    t = c["t"]
+    v, q, t, r = c
     if len(v) != n or (type(q) is list and len(q) != n) or (type(t) is list and len(t) != n):
         raise CallError("system.tag.read: the daemon answered %d values for %d paths" % (len(v), n))
-    if type(q) is not list:
-        q = _repeat(q, n)
-    if type(t) is not list:
-        t = _repeat(t, n)
-    out = list(map(QualifiedValue, paths, v, q, t, _repeat(None, n)))
-    r = c.get("r")
+    if n == 1:
+        out = [QualifiedValue(paths[0], v[0], q if type(q) is not list else q[0],
+                              t if type(t) is not list else t[0], None)]
+    else:
+        if type(q) is not list:
+            q = _repeat(q, n)
+        if type(t) is not list:
+            t = _repeat(t, n)
+        out = list(map(QualifiedValue, paths, v, q, t, _repeat(None, n)))
     if r:
         for i, reason in r.items():
-            out[int(i)].reason = reason
+            out[i].reason = reason
     return out
 
 
@@ -186,9 +183,15 @@ def _paths(paths, what):
     return out
 
 
+def _call_tail(method, raw):
+    """The end of a call frame of method with params already encoded (raw)."""
+    return b',"method":"%s","params":%s}' % (method.encode("ascii"), raw)
+
+
 class _Tag(_Namespace):
-    # _rc caches the last path list read and its JSON: a script that polls
-    # the same tags in a loop does not pay for encoding them each time.
+    # _rc caches the last path list read and the end of its call frame: a
+    # script that polls the same tags in a loop does not pay for encoding
+    # them each time.
     __slots__ = ("_rc",)
 
     def __init__(self, call):
@@ -199,13 +202,13 @@ class _Tag(_Namespace):
         """Read tags: a list of QualifiedValue, one per path, in order."""
         rc = self._rc
         if rc is not None and type(paths) is list and rc[0] == paths:
-            paths, raw = rc
+            paths, tail = rc
         else:
             paths = _paths(paths, "system.tag.read")
-            raw = rpc.dumps({"paths": paths})
-            object.__setattr__(self, "_rc", (paths, raw))
-        res = self._call("tag.read", None, raw)
-        if type(res) is dict:
+            tail = _call_tail("tag.read", rpc.dumps({"paths": paths}))
+            object.__setattr__(self, "_rc", (paths, tail))
+        res = self._call("tag.read", None, tail)
+        if type(res) is tuple:
             return _from_columns(paths, res)
         return [QualifiedValue(r.get("path"), r.get("value"), r.get("quality"),
                                r.get("timestamp"), r.get("reason")) for r in res]
@@ -396,33 +399,45 @@ class Worker:
         counter = itertools.count(1)
         ch = self.ch
 
-        exec_b = exec_id.encode("ascii")
+        head = b'{"type":"call","exec":"%s","id":' % exec_id.encode("ascii")
+        pack = rpc.HEADER.pack
+        max_frame = rpc.MAX_FRAME
 
-        def call(method, params, raw=None):
-            """Call system.<method>; raw, when given, is params already encoded."""
+        def call(method, params, tail=None):
+            """Call system.<method>; tail, when given, is the end of the
+            call frame already encoded: ,"method":"…","params":…}."""
             cid = next(counter)
-            if raw is not None:
-                frame = rpc.frame(b'{"type":"call","exec":"%s","id":%d,"method":"%s","params":%s}'
-                                  % (exec_b, cid, method.encode("ascii"), raw))
+            if tail is not None:
+                body = b"%b%d%b" % (head, cid, tail)
+                if len(body) > max_frame:
+                    raise rpc.ProtocolError("frame of %d bytes exceeds the maximum" % len(body))
+                frame = pack(len(body)) + body
             else:
                 try:
                     frame = rpc.encode({"type": "call", "exec": exec_id, "id": cid, "method": method,
                                         "params": params}, default=_arg_default)
                 except (TypeError, ValueError) as e:
                     raise TypeError("system.%s: the arguments are not JSON values: %s" % (method, e)) from None
-            ch.send_frame(frame)
             try:
-                msg = ch.recv(check=False)
+                msg = ch.exchange(frame)
             except rpc.BadJSON as e:
                 # Frames are length-delimited: the stream is intact, the
                 # daemon's answer to this call was not JSON.
                 raise CallError("system.%s: the daemon's answer was not valid JSON: %s" % (method, e)) from None
+            except rpc.BadFrame as e:
+                raise CallError("system.%s: the daemon's answer was not valid: %s" % (method, e)) from None
+            if type(msg) is tuple:
+                # A binary result (qubiq_rpc): (exec, id, value), values exact.
+                if msg[0] != exec_id or msg[1] != cid:
+                    self.broken = True
+                    raise Fatal("expected the result of call %d, got a binary result of %r" % (cid, msg[1]))
+                return msg[2]
             if msg.get("type") != "result" or msg.get("exec") != exec_id or msg.get("id") != cid:
                 self.broken = True
                 raise Fatal("expected the result of call %d, got %s" % (cid, msg["type"]))
             if msg["ok"]:
                 v = msg.get("value")
-                if raw is None and (type(v) is list or type(v) is dict):
+                if tail is None and (type(v) is list or type(v) is dict):
                     return _untag(v)
                 return v
             err = msg.get("error") or {}

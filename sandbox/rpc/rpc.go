@@ -7,9 +7,10 @@
 //
 // A frame is a 4-byte big-endian unsigned length followed by that many bytes
 // of UTF-8 JSON holding one object whose first key is "type" (docs/security.md, "The script sandbox").
-// Frames larger than MaxFrame are refused on both sides; an oversized or
-// malformed frame from a worker is a protocol violation, and the daemon kills
-// and replaces that worker.
+// A successful result may instead be a binary frame (daemon → worker only;
+// pickle.go), whose body begins with 0x80. Frames larger than MaxFrame are
+// refused on both sides; an oversized or malformed frame from a worker is a
+// protocol violation, and the daemon kills and replaces that worker.
 //
 // The worker writes its frames to fd 3 and reads the daemon's from fd 4.
 //
@@ -36,6 +37,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 )
 
 // MaxFrame is the largest frame body, in bytes, either side accepts (16 MiB).
@@ -116,14 +118,17 @@ type Call struct {
 
 // Result answers a Call (daemon → worker). When OK is false, Error says why;
 // the worker raises system.PermissionDenied for kind "permission_denied" and
-// system.CallError otherwise.
+// system.CallError otherwise. When OK is true and Binary is set, WriteResult
+// sends the answer as a binary frame (pickle.go) whose value is Binary, one
+// value in the pickle subset written with Pickle, and Value is not sent.
 type Result struct {
-	Type  Type            `json:"type"`
-	Exec  string          `json:"exec"`
-	ID    int64           `json:"id"`
-	OK    bool            `json:"ok"`
-	Value json.RawMessage `json:"value,omitempty"`
-	Error *CallError      `json:"error,omitempty"`
+	Type   Type            `json:"type"`
+	Exec   string          `json:"exec"`
+	ID     int64           `json:"id"`
+	OK     bool            `json:"ok"`
+	Value  json.RawMessage `json:"value,omitempty"`
+	Error  *CallError      `json:"error,omitempty"`
+	Binary []byte          `json:"-"`
 }
 
 // CallError is why a Call failed. Kind is "permission_denied" (Scope names
@@ -246,6 +251,7 @@ func (r *Reader) ReadFrame() ([]byte, error) {
 type Writer struct {
 	w   io.Writer
 	buf bytes.Buffer
+	bin []byte // binary frames
 }
 
 // NewWriter returns a Writer over w.
@@ -281,18 +287,27 @@ func (w *Writer) WriteResult(r *Result) error {
 	if !r.OK || r.Error != nil {
 		return w.WriteMessage(r)
 	}
+	if r.Binary != nil {
+		return w.writeBinary(r)
+	}
 	v := r.Value
 	if len(v) == 0 {
 		v = json.RawMessage("null")
 	}
-	exec, err := json.Marshal(r.Exec)
-	if err != nil {
-		return fmt.Errorf("rpc: encode result: %w", err)
-	}
 	w.buf.Reset()
 	w.buf.Write([]byte{0, 0, 0, 0})
 	w.buf.WriteString(`{"type":"result","exec":`)
-	w.buf.Write(exec)
+	if plainASCII([]byte(r.Exec)) && strings.IndexByte(r.Exec, '"') < 0 {
+		w.buf.WriteByte('"')
+		w.buf.WriteString(r.Exec)
+		w.buf.WriteByte('"')
+	} else {
+		exec, err := json.Marshal(r.Exec)
+		if err != nil {
+			return fmt.Errorf("rpc: encode result: %w", err)
+		}
+		w.buf.Write(exec)
+	}
 	w.buf.WriteString(`,"id":`)
 	w.buf.WriteString(strconv.FormatInt(r.ID, 10))
 	w.buf.WriteString(`,"ok":true,"value":`)
@@ -304,7 +319,20 @@ func (w *Writer) WriteResult(r *Result) error {
 		return fmt.Errorf("%w: %d bytes", ErrFrameTooLarge, n)
 	}
 	binary.BigEndian.PutUint32(b, uint32(n))
-	_, err = w.w.Write(b)
+	_, err := w.w.Write(b)
+	return err
+}
+
+// writeBinary writes a successful result as a binary frame (pickle.go).
+func (w *Writer) writeBinary(r *Result) error {
+	b := appendBinaryResult(append(w.bin[:0], 0, 0, 0, 0), r.Exec, r.ID, r.Binary)
+	w.bin = b
+	n := len(b) - 4
+	if n > MaxFrame {
+		return fmt.Errorf("%w: %d bytes", ErrFrameTooLarge, n)
+	}
+	binary.BigEndian.PutUint32(b, uint32(n))
+	_, err := w.w.Write(b)
 	return err
 }
 
@@ -436,11 +464,46 @@ func decodeCall(b []byte) (*Call, bool) {
 		return nil, false
 	}
 	params := rest[len(p4) : len(rest)-1]
-	if len(params) == 0 || !json.Valid(params) {
+	if len(params) == 0 || (!plainPaths(params) && !json.Valid(params)) {
 		return nil, false
 	}
 	c.Params = append(json.RawMessage(nil), params...)
 	return c, true
+}
+
+// plainPaths reports whether params is {"paths":[…]} of plain ASCII
+// strings (plainASCII, no '"' inside), as the worker writes tag.read's
+// params: valid JSON without running encoding/json's scanner over it.
+// false says nothing: the caller checks with json.Valid.
+func plainPaths(b []byte) bool {
+	const head, tail = `{"paths":[`, `]}`
+	if len(b) < len(head)+len(tail) || string(b[:len(head)]) != head || string(b[len(b)-len(tail):]) != tail {
+		return false
+	}
+	body := b[len(head) : len(b)-len(tail)]
+	for len(body) > 0 {
+		if body[0] != '"' {
+			return false
+		}
+		i := 1
+		for i < len(body) && body[i] != '"' {
+			if c := body[i]; c < 0x20 || c >= 0x7F || c == '\\' {
+				return false
+			}
+			i++
+		}
+		if i == len(body) {
+			return false
+		}
+		body = body[i+1:]
+		if len(body) > 0 {
+			if body[0] != ',' || len(body) == 1 {
+				return false
+			}
+			body = body[1:]
+		}
+	}
+	return true
 }
 
 // plainASCII reports whether a JSON string's bytes need no decoding:

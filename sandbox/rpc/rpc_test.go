@@ -141,6 +141,9 @@ func jsonFields(t reflect.Type) []string {
 	for i := range t.NumField() {
 		tag := t.Field(i).Tag.Get("json")
 		name, _, _ := strings.Cut(tag, ",")
+		if name == "-" { // not on the wire (Result.Binary)
+			continue
+		}
 		names = append(names, name)
 	}
 	sort.Strings(names)
