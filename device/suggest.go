@@ -3,6 +3,8 @@ package device
 import (
 	"fmt"
 	"strings"
+
+	"qubiq.dev/edge/internal/suggest"
 )
 
 // Key suggestions: when a config file holds a key that is not valid, the
@@ -33,7 +35,7 @@ func SuggestKey(key string, valid []string, hints map[string]string) string {
 		if norm(v) == norm(key) {
 			return fmt.Sprintf("did you mean %q?", v)
 		}
-		if d := editDistance(key, v); d < dist {
+		if d := suggest.Distance(key, v); d < dist {
 			best, dist = v, d
 		}
 	}
@@ -41,25 +43,4 @@ func SuggestKey(key string, valid []string, hints map[string]string) string {
 		return fmt.Sprintf("did you mean %q?", best)
 	}
 	return ""
-}
-
-// editDistance is the Levenshtein edit distance of a and b, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			c := 1
-			if a[i-1] == b[j-1] {
-				c = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+c)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

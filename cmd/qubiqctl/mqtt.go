@@ -18,6 +18,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"qubiq.dev/edge/internal/suggest"
 )
 
 // The supervisor's tools (docs/mqtt.md): an ed25519 key pair for
@@ -170,32 +172,12 @@ func checkCommandTopic(topic string) error {
 	}
 	best, dist := "", -1
 	for _, t := range commandTopics {
-		if d := editDistance(strings.TrimPrefix(topic, "/"), t); dist < 0 || d < dist {
+		if d := suggest.Distance(strings.TrimPrefix(topic, "/"), t); dist < 0 || d < dist {
 			best, dist = t, d
 		}
 	}
 	return usagef("--topic %q is not a command topic: did you mean %s? (want %s or %s, below the appliance's topics; docs/mqtt.md)",
 		topic, best, strings.Join(commandTopics[:len(commandTopics)-1], ", "), commandTopics[len(commandTopics)-1])
-}
-
-// editDistance is the Levenshtein distance of a and b, in bytes.
-func editDistance(a, b string) int {
-	prev, cur := make([]int, len(b)+1), make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			c := 1
-			if a[i-1] == b[j-1] {
-				c = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+c)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // checkBodyObject refuses a --body that is not one JSON object, saying
