@@ -7,5 +7,5 @@ import (
 )
 
 func TestDeps_Device(t *testing.T) {
-	deptest.OnlyProject(t, "qubiq.dev/edge/device", "qubiq.dev/edge/value", "qubiq.dev/edge/internal/suggest")
+	deptest.OnlyProject(t, "qubiq.dev/edge/device", "qubiq.dev/edge/value")
 }

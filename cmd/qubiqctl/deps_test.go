@@ -13,7 +13,7 @@ import (
 // no daemon code (docs/qubiqctl.md).
 func TestDeps_Qubiqctl(t *testing.T) {
 	const pkg = "qubiq.dev/edge/cmd/qubiqctl"
-	deptest.OnlyProject(t, pkg, "qubiq.dev/edge/client!", "qubiq.dev/edge/api/apitypes!", "qubiq.dev/edge/value!", "qubiq.dev/edge/firmware/qfw!", "qubiq.dev/edge/internal/suggest!")
+	deptest.OnlyProject(t, pkg, "qubiq.dev/edge/client!", "qubiq.dev/edge/api/apitypes!", "qubiq.dev/edge/value!", "qubiq.dev/edge/firmware/qfw!")
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", pkg).Output()
 	if err != nil {
 		t.Fatalf("go list -deps %s: %v", pkg, err)
