@@ -1,8 +1,6 @@
 package daemon
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -38,11 +36,7 @@ func TestMemoryLimit_Config(t *testing.T) {
 		{"memory: {limit: 1MiB}\n", 0, "memory.limit: 1MiB is below 16 MiB"},
 		{"memory: {limit: lots}\n", 0, "memory.limit: bad size"},
 	} {
-		f := filepath.Join(t.TempDir(), "qubiq.yaml")
-		if err := os.WriteFile(f, []byte(tt.yaml), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		c, err := config.LoadDaemon(f)
+		c, err := loadConfigErr(t, tt.yaml)
 		if tt.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tt.err) {
 				t.Errorf("%q: %v, want an error naming %q", tt.yaml, err, tt.err)
@@ -66,11 +60,7 @@ func TestExePages_Config(t *testing.T) {
 		{"memory: {exe_pages: Keep}\n", config.ExePagesKeep, ""},
 		{"memory: {exe_pages: drop}\n", "", `memory.exe_pages: "drop" is neither release nor keep`},
 	} {
-		f := filepath.Join(t.TempDir(), "qubiq.yaml")
-		if err := os.WriteFile(f, []byte(tt.yaml), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		c, err := config.LoadDaemon(f)
+		c, err := loadConfigErr(t, tt.yaml)
 		if tt.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tt.err) {
 				t.Errorf("%q: %v, want an error naming %q", tt.yaml, err, tt.err)

@@ -12,17 +12,25 @@ import (
 	"qubiq.dev/edge/config"
 )
 
+// loadConfig loads text as a daemon config file of its own, failing t on
+// any problem.
 func loadConfig(t *testing.T, text string) *config.Daemon {
+	t.Helper()
+	c, err := loadConfigErr(t, text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// loadConfigErr loads text as a daemon config file of its own.
+func loadConfigErr(t *testing.T, text string) (*config.Daemon, error) {
 	t.Helper()
 	f := filepath.Join(t.TempDir(), "qubiq.yaml")
 	if err := os.WriteFile(f, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, err := config.LoadDaemon(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return config.LoadDaemon(f)
 }
 
 // A block no part acts on is a warning naming it and its line; a block a
