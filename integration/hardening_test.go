@@ -130,7 +130,7 @@ func TestHardening_StrictInputAndAudit(t *testing.T) {
 		{"invalid UTF-8", "application/json", "{\"value\": \"a\xffb\"}", 400, `field \"value\": invalid UTF-8`},
 		{"lone surrogate", "application/json", `{"value": "\udc00"}`, 400, `lone UTF-16 surrogate`},
 		{"duplicate key", "application/json", `{"value": 1, "value": 2}`, 400, `duplicate key \"value\"`},
-		{"field case", "application/json", `{"Value": 1}`, 400, `unknown field \"Value\"`},
+		{"wrongly cased field name", "application/json", `{"Value": 1}`, 400, `unknown field \"Value\"`},
 		{"curl -d", "application/x-www-form-urlencoded", `{"value": 1}`, 415, `application/json`},
 		{"no content type", "", `{"value": 1}`, 415, `application/json`},
 	} {

@@ -320,7 +320,8 @@ func TestSkeleton_Qubiqctl(t *testing.T) {
 }
 
 // TestSkeleton_SecondInstanceRefused: a second qubiqd on the same data dir
-// exits within the store open timeout with a clear message (field case C23).
+// exits within the store open timeout with a clear message instead of waiting
+// forever on the file lock (docs/config.md, "store").
 func TestSkeleton_SecondInstanceRefused(t *testing.T) {
 	_, d := startSkeleton(t)
 	start := time.Now()

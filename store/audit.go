@@ -67,7 +67,8 @@ const (
 // AuditLog group-commits audit records into the store's audit bucket: one
 // goroutine takes queued records and commits them in batches, each in one
 // transaction, keyed by an 8-byte big-endian sequence (bbolt NextSequence),
-// so key order is commit order (field case C24 (3)). Enqueue never blocks.
+// so key order is commit order (big-endian bytes sort as the numbers do).
+// Enqueue never blocks.
 // A failed commit is logged and retried with back-off, keeping the order;
 // meanwhile the queue fills and Enqueue refuses (fail closed).
 type AuditLog struct {
@@ -368,8 +369,8 @@ func (l *AuditLog) commit(batch [][]byte) error {
 }
 
 // auditQueryMax caps one AuditRecords call, which runs in one read
-// transaction (short transactions let freed pages be reused, field case C24
-// (2)).
+// transaction (short transactions let freed pages be reused: bbolt README,
+// "Caveats & Limitations").
 const auditQueryMax = 10000
 
 // AuditRecords returns up to limit committed audit records with a sequence

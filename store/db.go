@@ -21,8 +21,9 @@ const FileName = "qubiq.db"
 // the subject (file, key, module).
 var (
 	// ErrInUse is wrapped by Open when another process (or another Open in
-	// this process) holds the file's lock past Options.Timeout (field case
-	// C23). The error names the file and the time waited.
+	// this process) holds the file's lock past Options.Timeout, where bbolt
+	// alone would wait forever (bbolt README, "Opening a database"). The
+	// error names the file and the time waited.
 	ErrInUse = errors.New("database is in use by another process")
 
 	// ErrSchemaTooNew is wrapped by Open when the file's schema version is
@@ -62,7 +63,8 @@ type Options struct {
 	// offline export). It neither creates the file nor migrates it; a file
 	// whose schema is older than SchemaVersion is refused. Writes fail with
 	// ErrReadOnly. A read-only open still waits at most Timeout while a
-	// writer holds the lock (field case C23 (c)).
+	// writer holds the lock: bbolt's shared lock waits for the writer's
+	// exclusive one like any other opener.
 	ReadOnly bool
 }
 
@@ -189,7 +191,7 @@ func clone(b []byte) []byte {
 }
 
 // u64Key encodes n as an 8-byte big-endian key, so that byte order is
-// numeric order (field case C24 (3)).
+// numeric order (as decimal strings, "10" would sort before "9").
 func u64Key(n uint64) []byte {
 	var k [8]byte
 	binary.BigEndian.PutUint64(k[:], n)
@@ -238,8 +240,9 @@ const scanChunk = 1000
 // It reads in short transactions of at most chunk keys (<= 0: scanChunk)
 // and calls fn between them, outside any transaction, so a slow consumer
 // (an export to a slow client) never keeps a transaction open and freed
-// pages stay reusable (field case C24 (2)). Writes made during the scan are
-// seen or not, chunk by chunk. fn's error stops the scan and is returned.
+// pages stay reusable (bbolt README, "Caveats & Limitations": old pages
+// cannot be reclaimed while a transaction still reads them). Writes made
+// during the scan are seen or not, chunk by chunk. fn's error stops the scan and is returned.
 func (db *DB) scan(name, from []byte, chunk int, fn func(k, v []byte) error) error {
 	if chunk <= 0 {
 		chunk = scanChunk

@@ -17,12 +17,13 @@
 //     waits forever). A second opener of the same file, in this process or
 //     another, fails within Options.Timeout with an error wrapping ErrInUse
 //     that says "database is in use by another process" and names the file
-//     (field case C23).
+//     (docs/config.md, "store"; bbolt README, "Opening a database").
 //   - Every byte slice returned by this package is a copy: nothing aliases
 //     bbolt's memory map, which is only valid inside its transaction.
 //   - Ordered keys are 8-byte big-endian integers (audit sequence numbers,
 //     script versions), never decimal strings, so that a cursor returns 9,
-//     10, 11 in numeric order (field case C24 (3)).
+//     10, 11 in numeric order: bbolt orders keys by their bytes, and as
+//     decimal strings "10" and "11" would come before "9".
 //   - Every write is committed (fsync'd) before the call returns, except
 //     history samples, which are group-committed (History.Flush waits for
 //     them) and never dropped without being counted.
@@ -30,7 +31,8 @@
 // # Caveats
 //
 // bbolt never shrinks its file: deleting data frees pages for reuse by later
-// writes, but the file keeps its size until an offline compaction (field case
-// C24). Long read transactions keep freed pages from being reused, so
-// readers that walk a large range use short transactions.
+// writes, but the file keeps its size until an offline compaction
+// (docs/config.md, "store"; bbolt README, "Caveats & Limitations"). Long read
+// transactions keep freed pages from being reused, so readers that walk a
+// large range use short transactions.
 package store

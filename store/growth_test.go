@@ -12,27 +12,27 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// c24Samples and c24Size are field case C24's numbers: 100 000 samples of
-// 1 KB.
+// growthSamples and growthSampleSize are the file-growth tests' load: 100 000
+// samples of 1 KB, about 100 MB, enough to be many bbolt growth steps.
 const (
-	c24Samples = 100_000
-	c24Size    = 1024
-	c24Batch   = 1000 // samples per write transaction, as a history writer batches
+	growthSamples    = 100_000
+	growthSampleSize = 1024
+	growthBatch      = 1000 // samples per write transaction, as a history writer batches
 )
 
-func c24Fill(t *testing.T, db *DB, name []byte, first, count uint64) {
+func fillSamples(t *testing.T, db *DB, name []byte, first, count uint64) {
 	t.Helper()
-	val := make([]byte, c24Size)
+	val := make([]byte, growthSampleSize)
 	if _, err := rand.Read(val); err != nil {
 		t.Fatal(err)
 	}
-	for start := first; start < first+count; start += c24Batch {
+	for start := first; start < first+count; start += growthBatch {
 		err := db.update(func(tx *bolt.Tx) error {
 			b, err := tx.CreateBucketIfNotExists(name)
 			if err != nil {
 				return err
 			}
-			for k := start; k < start+c24Batch; k++ {
+			for k := start; k < start+growthBatch; k++ {
 				if err := b.Put(u64Key(k), val); err != nil {
 					return err
 				}
@@ -45,7 +45,7 @@ func c24Fill(t *testing.T, db *DB, name []byte, first, count uint64) {
 	}
 }
 
-func c24DeleteAll(t *testing.T, db *DB, name []byte) {
+func deleteAllSamples(t *testing.T, db *DB, name []byte) {
 	t.Helper()
 	for {
 		var n int
@@ -53,7 +53,7 @@ func c24DeleteAll(t *testing.T, db *DB, name []byte) {
 			b := tx.Bucket(name)
 			var keys [][]byte
 			c := b.Cursor()
-			for k, _ := c.First(); k != nil && len(keys) < 10*c24Batch; k, _ = c.Next() {
+			for k, _ := c.First(); k != nil && len(keys) < 10*growthBatch; k, _ = c.Next() {
 				keys = append(keys, clone(k))
 			}
 			for _, k := range keys {
@@ -82,14 +82,15 @@ func fileSize(t *testing.T, path string) int64 {
 	return fi.Size()
 }
 
-// C24 (1) and (2): insert 100 000 1 KB samples, delete them all, insert
+// bbolt never shrinks its file and reuses freed pages (bbolt README, "Caveats
+// & Limitations"): insert 100 000 1 KB samples, delete them all, insert
 // 100 000 more. The file does not shrink after the deletes (bbolt never
 // shrinks; documented in the package doc), and after the second fill it is
 // no bigger than after the first plus one growth step: freed pages were
 // reused. One growth step is bbolt's AllocSize (16 MiB): once the file is
 // past AllocSize, bbolt grows it to the size needed plus AllocSize (db.go
 // grow/growSize), so a file that needed no new pages for the refill stays
-// within one step of its first size. In (2) a slow export walks the first
+// within one step of its first size. With a slow export, it walks the first
 // 100 000 samples with scan's short transactions during the delete and the
 // refill; the same bound holds.
 func TestDB_FileGrowth_DeleteRefillReusesPages(t *testing.T) {
@@ -97,14 +98,14 @@ func TestDB_FileGrowth_DeleteRefillReusesPages(t *testing.T) {
 		name       string
 		slowExport bool
 	}{
-		{"C24-1 delete and refill", false},
-		{"C24-2 with a slow chunked export", true},
+		{"delete and refill", false},
+		{"with a slow chunked export", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()
 			db := openTest(t)
-			name := []byte("c24_samples")
-			c24Fill(t, db, name, 0, c24Samples)
+			name := []byte("samples")
+			fillSamples(t, db, name, 0, growthSamples)
 			first := fileSize(t, db.Path())
 
 			var wg sync.WaitGroup
@@ -135,9 +136,9 @@ func TestDB_FileGrowth_DeleteRefillReusesPages(t *testing.T) {
 				time.Sleep(50 * time.Millisecond) // the export has begun
 			}
 
-			c24DeleteAll(t, db, name)
+			deleteAllSamples(t, db, name)
 			afterDelete := fileSize(t, db.Path())
-			c24Fill(t, db, name, c24Samples, c24Samples)
+			fillSamples(t, db, name, growthSamples, growthSamples)
 			second := fileSize(t, db.Path())
 			close(stop)
 			wg.Wait()
@@ -151,7 +152,7 @@ func TestDB_FileGrowth_DeleteRefillReusesPages(t *testing.T) {
 			if second > first+step {
 				t.Errorf("file after refill %d > first fill %d + one growth step %d: freed pages not reused", second, first, step)
 			}
-			if min := int64(c24Samples * c24Size); first < min {
+			if min := int64(growthSamples * growthSampleSize); first < min {
 				t.Fatalf("first fill only %d bytes; the samples were not written", first)
 			}
 		})
@@ -159,14 +160,15 @@ func TestDB_FileGrowth_DeleteRefillReusesPages(t *testing.T) {
 }
 
 // The check above can fail: one read transaction held open across the
-// delete and the refill (the export the field reported) pins every freed
-// page, and the refill grows the file by its whole size. A fifth of C24's
-// samples (20 MB, over one 16 MiB step) shows it. The file is mapped at
-// 1 GiB from the start: a remap waits for every read transaction to end, so
-// without it the refill would block behind the held transaction (the other
-// half of C24's "long read transactions make it worse").
+// delete and the refill (an export to a slow client in one transaction)
+// pins every freed page, and the refill grows the file by its whole size. A
+// fifth of the samples above (20 MB, over one 16 MiB step) shows it. The
+// file is mapped at 1 GiB from the start: a remap waits for every read
+// transaction to end, so without it the refill would block behind the held
+// transaction (the other half of "avoid long running read transactions",
+// bbolt README, "Caveats & Limitations").
 func TestDB_FileGrowth_LongReadTxPinsPages(t *testing.T) {
-	const n = c24Samples / 5
+	const n = growthSamples / 5
 	path := filepath.Join(t.TempDir(), FileName)
 	bdb, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, InitialMmapSize: 1 << 30})
 	if err != nil {
@@ -174,16 +176,16 @@ func TestDB_FileGrowth_LongReadTxPinsPages(t *testing.T) {
 	}
 	db := &DB{bolt: bdb, path: path, logger: slog.New(slog.DiscardHandler), now: time.Now}
 	defer db.Close()
-	name := []byte("c24_samples")
-	c24Fill(t, db, name, 0, n)
+	name := []byte("samples")
+	fillSamples(t, db, name, 0, n)
 	first := fileSize(t, db.Path())
 
 	rtx, err := db.bolt.Begin(false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c24DeleteAll(t, db, name)
-	c24Fill(t, db, name, n, n)
+	deleteAllSamples(t, db, name)
+	fillSamples(t, db, name, n, n)
 	second := fileSize(t, db.Path())
 	if err := rtx.Rollback(); err != nil {
 		t.Fatal(err)

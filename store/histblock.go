@@ -31,7 +31,7 @@ import (
 // A persisted block is sorted by time, and blocks of one tag do not
 // overlap: each block's first is above the previous block's last. Its key in
 // the tag's bucket is timeKey(first): 8 bytes big-endian, so a cursor walks
-// blocks in time order (field case C24 (3)).
+// blocks in time order (as decimal strings, "10" would sort before "9").
 const (
 	blockVersion  = 1
 	blockHeader   = 1 + 8 + 8 + 4

@@ -486,9 +486,9 @@ func (h *History) Stats() HistoryStats {
 const dropAlarmFor = 10 * time.Minute
 
 // Alarms returns what health must show about history, one reason each: a
-// failing retention job (docs/config.md, store, C24: a retention job that
-// fails raises an alarm), failing commits, and queue overflows in the last
-// 10 minutes. Empty when all is well.
+// failing retention job (docs/config.md, "history": retention is what keeps
+// the file from growing, so its failure is raised), failing commits, and
+// queue overflows in the last 10 minutes. Empty when all is well.
 func (h *History) Alarms() []string {
 	var out []string
 	h.mu.RLock()

@@ -40,7 +40,8 @@ func (h *History) runRetention(now time.Time) error {
 }
 
 // retentionChunk is how many blocks one retention transaction deletes at
-// most (short transactions, field case C24).
+// most: short transactions, so a long retention run does not keep the pages
+// it frees from being reused (bbolt README, "Caveats & Limitations").
 const retentionChunk = 2000
 
 func (h *History) retain(now time.Time) (int, error) {

@@ -123,8 +123,9 @@ func TestHistory_Query_RawFromJournalBlocksAndReplay(t *testing.T) {
 	}
 }
 
-// TestHistory_Keys_BigEndianTimeOrder is field case C24 (3): timestamps 9,
-// 10, 11 come back in numeric order, also across blocks.
+// TestHistory_Keys_BigEndianTimeOrder: timestamps 9, 10, 11 come back in
+// numeric order (not "10", "11", "9" as decimal-string keys would), also
+// across blocks.
 func TestHistory_Keys_BigEndianTimeOrder(t *testing.T) {
 	db := openTest(t)
 	h := openHistTest(t, db, HistoryOptions{})
@@ -377,8 +378,8 @@ func TestHistory_Retention_AgeSizeAndFailureAlarm(t *testing.T) {
 	if n := len(tr[0].Points) + len(tr[1].Points); n != 2 || h.Stats().Bytes > h.opts.MaxBytes {
 		t.Fatalf("after size retention %d points, %d bytes (max %d)", n, h.Stats().Bytes, h.opts.MaxBytes)
 	}
-	// A failing retention job raises an alarm (field case C24), cleared by
-	// the next good run.
+	// A failing retention job raises an alarm (docs/config.md, "history"),
+	// cleared by the next good run.
 	failing.Lock()
 	shouldFail = true
 	failing.Unlock()

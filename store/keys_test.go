@@ -10,11 +10,11 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// C24 (3): keys for timestamps 9, 10, 11 are 8-byte big-endian, so a cursor
+// Keys for timestamps 9, 10, 11 are 8-byte big-endian, so a cursor
 // returns 9, 10, 11; decimal-string keys would return "10", "11", "9".
 func TestKeys_U64_NumericOrder(t *testing.T) {
 	db := openTest(t)
-	name := []byte("c24_order")
+	name := []byte("u64_order")
 	for _, tc := range []struct {
 		name      string
 		key       func(uint64) []byte
@@ -86,7 +86,7 @@ func TestKeys_U64_NumericOrder(t *testing.T) {
 	}
 }
 
-// C24 (3) through the audit log: sequences 9, 10, 11 come back in numeric
+// Big-endian keys through the audit log: sequences 9, 10, 11 come back in numeric
 // order from the cursor over the big-endian keys.
 func TestDB_AuditRecords_KeyOrderAcrossDigits(t *testing.T) {
 	db := openTest(t)

@@ -18,9 +18,8 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// lockTimeout is the scaled-down open timeout of the C23 tests (the case
-// says 2 s; the ratio that matters is "fails after the timeout, never
-// hangs").
+// lockTimeout is the scaled-down open timeout of the file-lock tests (the
+// default is 5 s; what matters is "fails after the timeout, never hangs").
 const lockTimeout = 200 * time.Millisecond
 
 func assertInUse(t *testing.T, err error, path string) {
@@ -34,9 +33,10 @@ func assertInUse(t *testing.T, err error, path string) {
 	}
 }
 
-// C23 (a)/(b): a second opener of the same file in this process fails with
-// ErrInUse after the timeout instead of hanging; (c): so does a read-only
-// opener while a writer holds the lock. The first DB keeps working.
+// A second opener of the same file in this process fails with ErrInUse
+// after the timeout instead of hanging, where bbolt alone would wait forever
+// (bbolt README, "Opening a database"); so does a read-only opener while a
+// writer holds the lock. The first DB keeps working.
 func TestOpen_SecondOpener_InUse(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -71,7 +71,7 @@ func TestOpen_SecondOpener_InUse(t *testing.T) {
 	}
 }
 
-// The helper process of the C23 cross-process tests. It does nothing unless
+// The helper process of the cross-process file-lock tests. It does nothing unless
 // started by them with STORE_TEST_HELPER set:
 //   - "open": open STORE_TEST_DB with lockTimeout; print "opened" or the
 //     error and "elapsed_ms=N" to stderr; exit 0 or 3.
@@ -115,9 +115,9 @@ func helperCmd(ctx context.Context, mode, path string) *exec.Cmd {
 	return cmd
 }
 
-// C23 (a): a second daemon process on the same file exits non-zero within
-// the open timeout with "database is in use by another process"; the first
-// is unaffected.
+// A second daemon process on the same file exits non-zero within the open
+// timeout with "database is in use by another process"; the first is
+// unaffected.
 func TestOpen_SecondProcess_ExitsWithinTimeout(t *testing.T) {
 	path := filepath.Join(t.TempDir(), FileName)
 	first, err := Open(path, Options{Timeout: lockTimeout})
@@ -156,9 +156,9 @@ func TestOpen_SecondProcess_ExitsWithinTimeout(t *testing.T) {
 	}
 }
 
-// C23 (c), reversed roles: while another process holds the file, this
-// process's read-write and read-only opens fail with ErrInUse; once it
-// releases the lock, Open succeeds.
+// Reversed roles: while another process holds the file, this process's
+// read-write and read-only opens fail with ErrInUse; once it releases the
+// lock, Open succeeds.
 func TestOpen_OtherProcessHolds_InUse(t *testing.T) {
 	path := filepath.Join(t.TempDir(), FileName)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
