@@ -299,6 +299,15 @@ func TestSkeleton_Qubiqctl(t *testing.T) {
 	if out, code := ctl("--json", "scripts", "run", "hello.hi", "--args", `"plant"`); code != 0 || !strings.Contains(out, `"hello"`) || !strings.Contains(out, "plant") {
 		t.Fatalf("scripts run: %d %s", code, out)
 	}
+	// An unknown module is 404 naming it, for a run as for a rollback.
+	if out, code := ctl("scripts", "run", "nomod.hi"); code != 1 || !strings.Contains(out, `unknown module "nomod" (HTTP 404, not_found)`) {
+		t.Fatalf("scripts run of an unknown module: %d %s, want exit 1 and a 404 naming the module", code, out)
+	}
+	for _, p := range []string{"/api/v1/scripts/nomod/hi/run", "/api/v1/scripts/nomod/rollback"} {
+		if st, body := d.call("POST", p, d.token, nil, nil); st != 404 || !strings.Contains(string(body), `unknown module \"nomod\"`) {
+			t.Errorf("POST %s: %d %s, want 404 naming the module", p, st, body)
+		}
+	}
 	// The request plan: HR0..HR9 and HR20..HR21 bridge a gap of 10 (max_gap
 	// 16), so one FC3 request of 22 registers serves every tag.
 	var plan []struct {

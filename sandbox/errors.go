@@ -15,7 +15,8 @@ const (
 	KindMemory         = "memory_limit_exceeded" // the worker hit its memory limit (500)
 	KindKilled         = "killed"                // the worker died or was stopped for another reason (500)
 	KindScriptError    = "script_error"          // the script raised (422)
-	KindInvalid        = "invalid"               // unknown module or entry, bad args, code refused (400)
+	KindInvalid        = "invalid"               // unknown entry, bad args, code refused (400)
+	KindNotFound       = "not_found"             // unknown module, as a rollback of it says (404)
 )
 
 // RunError is why Run or Check did not return a result. Kind is one of the

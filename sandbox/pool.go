@@ -530,7 +530,7 @@ func (p *Pool) newJob(ctx context.Context, g auth.Grant, module, entry string, a
 	m := p.modules[module]
 	p.mu.RUnlock()
 	if m == nil {
-		return nil, runErr(KindInvalid, "unknown module %q", module)
+		return nil, runErr(KindNotFound, "unknown module %q", module)
 	}
 	entryTimeout, ok := m.entries[entry]
 	if !ok {

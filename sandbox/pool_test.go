@@ -600,7 +600,7 @@ func TestPool_Run_Invalid(t *testing.T) {
 	tests := []struct {
 		name, module, entry, args, kind string
 	}{
-		{"unknown module", "nope", "f", "null", KindInvalid},
+		{"unknown module", "nope", "f", "null", KindNotFound},
 		{"unknown entry", "m", "nope", "null", KindInvalid},
 		{"bad args", "m", "f", "{", KindInvalid},
 		{"set result", "m", "f", "null", ""},
