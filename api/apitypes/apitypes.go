@@ -177,8 +177,10 @@ type OPCUAFigures struct {
 
 // TagInfo is one element of GET /api/v1/tags: a tag of the project as the
 // project file names it (docs/project.md, "Project file"). Type and WriteLevel are
-// contract names ("float32", "operate"); Scan is a Go duration text ("1s"),
-// empty for tags not polled.
+// contract names ("float32", "operate"); WriteLevel is the level a write
+// would need, and ReadOnly says that no level may write the tag (the
+// console and qubiqctl show "read-only" then). Scan is a Go duration text
+// ("1s"), empty for tags not polled.
 type TagInfo struct {
 	Path       string `json:"path"`
 	Device     string `json:"device"`

@@ -207,9 +207,20 @@ func cmdTagsList(ctx context.Context, c *cli, _ *opts, args []string) error {
 	}
 	t := newTable(c.stdout, "PATH", "TYPE", "DEVICE", "ADDRESS", "WRITE LEVEL", "READ-ONLY", "UNITS")
 	for _, x := range tags {
-		t.row(x.Path, x.Type, x.Device, x.Address, x.WriteLevel, yesNo(x.ReadOnly), x.Units)
+		t.row(x.Path, x.Type, x.Device, x.Address, shownWriteLevel(x), yesNo(x.ReadOnly), x.Units)
 	}
 	return t.flush()
+}
+
+// shownWriteLevel is the WRITE LEVEL cell of a tag: "read-only" for a tag
+// that no level may write (a simulator generator, an input register; the
+// API's read_only), else its write level, as the console's Tags page shows
+// it (docs/simulator.md, docs/console.md).
+func shownWriteLevel(x apitypes.TagInfo) string {
+	if x.ReadOnly {
+		return "read-only"
+	}
+	return x.WriteLevel
 }
 
 // cmdTagsRead reads the chosen tags. Plain paths are read with one request

@@ -184,6 +184,21 @@ func TestTagsRead_Batches(t *testing.T) {
 	}
 }
 
+// TestTagsList_ReadOnlyShowsInWriteLevel: a tag that cannot be written
+// shows read-only in the WRITE LEVEL column, not the level its project
+// entry would need; the columns stay as they are.
+func TestTagsList_ReadOnlyShowsInWriteLevel(t *testing.T) {
+	clearEnv(t)
+	d := newTagDaemon(t)
+	code, out, errOut := runCLI("--url", d.srv.URL, "tags", "list", "Line1/Tank/Level", "Line1/Pump/Speed")
+	want := "PATH              TYPE     DEVICE  ADDRESS  WRITE LEVEL  READ-ONLY  UNITS\n" +
+		"Line1/Tank/Level  int16    plc1    IR0      read-only    yes\n" +
+		"Line1/Pump/Speed  float32  plc1    HR100    operate      no\n"
+	if code != 0 || out != want {
+		t.Errorf("exit %d stderr %q output:\n%s\nwant:\n%s", code, errOut, out, want)
+	}
+}
+
 // TestTagsList_Selection: tags list takes the same selectors.
 func TestTagsList_Selection(t *testing.T) {
 	clearEnv(t)
