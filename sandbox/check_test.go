@@ -79,6 +79,71 @@ class K:
 		!strings.Contains(warned[1], "too_long") || !strings.Contains(warned[1], "10m0s applies") {
 		t.Errorf("clamp warnings %q", warned)
 	}
+	// Each warning points at the @gateway it is about (lines 9 and 13 of
+	// code), not at the top of the module.
+	var at []string
+	for _, d := range info.Diagnostics {
+		at = append(at, fmt.Sprintf("%d:%d-%d:%d", d.Line, d.Column, d.EndLine, d.EndColumn))
+	}
+	if got, want := strings.Join(at, " "), "9:2-9:23 13:2-13:33"; got != want {
+		t.Errorf("clamp warnings at %s, want %s", got, want)
+	}
+}
+
+// TestPool_Check_ClampWarningAtItsDecorator: the @gateway under another
+// decorator, in the second entry of a module, is where its clamp warning
+// points.
+func TestPool_Check_ClampWarningAtItsDecorator(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.GatewayTimeout.Min = 10 * time.Millisecond
+	p := startPool(t, cfg, newFakeServices())
+	code := "def keep(f):\n    return f\n\n@gateway(timeout_ms=2000)\ndef first(args):\n    pass\n\n" +
+		"@keep\n@gateway(timeout_ms=1)\ndef second(args):\n    pass\n"
+	info, err := p.Check(context.Background(), "m", code)
+	if err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	if len(info.Diagnostics) != 1 || info.Diagnostics[0].Code != "QB-timeout" || info.Diagnostics[0].Line != 9 ||
+		info.Diagnostics[0].Column != 2 || !strings.Contains(info.Diagnostics[0].Message, "second:") {
+		t.Errorf("diagnostics %+v, want one QB-timeout for second at line 9, column 2", info.Diagnostics)
+	}
+}
+
+// TestPool_Check_DecoratorTypo: a decorator one edit from @gateway that
+// nothing binds would make every run fail with NameError: saving refuses
+// it and names the decorator meant. A decorator the module defines, or a
+// name not near a known one, is the script's business.
+func TestPool_Check_DecoratorTypo(t *testing.T) {
+	p := startPool(t, testConfig(t), newFakeServices())
+	for _, tt := range []struct {
+		name, code string
+		line, col  int
+	}{
+		{"bare", "@gatway\ndef f(args):\n    pass\n", 1, 2},
+		{"called", "x = 1\n\n@gatewayy(timeout_ms=5)\ndef f(args):\n    pass\n", 3, 2},
+		{"inner function", "def f(args):\n    @Gateway\n    def g(x):\n        pass\n    return 1\n", 2, 6},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			info, err := p.Check(context.Background(), "m", tt.code)
+			re := runErrOf(t, err)
+			if re.Kind != KindInvalid || !strings.Contains(re.Detail, "did you mean @gateway?") || re.Line != tt.line {
+				t.Errorf("error %+v, want invalid naming @gateway at line %d", re, tt.line)
+			}
+			if len(info.Diagnostics) != 1 || info.Diagnostics[0].Code != "unknown-decorator" || info.Diagnostics[0].Severity != "error" ||
+				info.Diagnostics[0].Line != tt.line || info.Diagnostics[0].Column != tt.col {
+				t.Errorf("diagnostics %+v, want one unknown-decorator error at %d:%d", info.Diagnostics, tt.line, tt.col)
+			}
+		})
+	}
+	for _, code := range []string{
+		"def gatewa(f):\n    return f\n\n@gatewa\ndef f(args):\n    pass\n",
+		"@property_of_nothing\ndef f(args):\n    pass\n",
+		"class K:\n    @property\n    def x(self):\n        return 1\n",
+	} {
+		if info, err := p.Check(context.Background(), "m", code); err != nil || len(info.Diagnostics) != 0 {
+			t.Errorf("Check(%q): %v %+v, want no finding", code, err, info.Diagnostics)
+		}
+	}
 }
 
 func TestPool_Check_Refusals(t *testing.T) {
@@ -108,6 +173,7 @@ func TestPool_Check_Refusals(t *testing.T) {
 		{"except dunder", "try:\n    pass\nexcept Exception as __e:\n    pass\n", "forbidden-name", "'__e'", 3, 1},
 		{"gateway not literal", "N = 5\n@gateway(timeout_ms=N)\ndef f(args):\n    pass\n", "gateway-timeout", "integer literal", 2, 21},
 		{"gateway positional", "@gateway(5)\ndef f(args):\n    pass\n", "gateway-timeout", "keyword arguments only", 1, 2},
+		{"gateway typo", "@gatway\ndef f(args):\n    pass\n", "unknown-decorator", "unknown decorator @gatway: did you mean @gateway?", 1, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -326,11 +326,18 @@ def parse(source, filename):
     return tree, diags
 
 
+def _where(lines, node):
+    """node's place as a diagnostic gives it: line, column, end line and end column."""
+    d = _diag(lines, node, "", "")
+    return {k: d[k] for k in ("line", "column", "end_line", "end_column")}
+
+
 def _timeout_of(fn, lines, diags):
-    """The timeout_ms of @gateway(...) on fn: None when absent."""
+    """The timeout_ms of @gateway(...) on fn (None when absent) and where
+    that decorator is (None when fn has no @gateway)."""
     for d in fn.decorator_list:
         if isinstance(d, ast.Name) and d.id == "gateway":
-            return None
+            return None, _where(lines, d)
         if isinstance(d, ast.Call) and isinstance(d.func, ast.Name) and d.func.id == "gateway":
             if d.args:
                 diags.append(_diag(lines, d, "gateway-timeout",
@@ -348,8 +355,8 @@ def _timeout_of(fn, lines, diags):
                 else:
                     diags.append(_diag(lines, v, "gateway-timeout",
                                        "timeout_ms must be a positive integer literal (milliseconds)"))
-            return value
-    return None
+            return value, _where(lines, d)
+    return None, None
 
 
 def _one_arg(fn):
@@ -367,7 +374,29 @@ def entries(tree, source, diags):
     out = []
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and not node.name.startswith("_") and _one_arg(node):
-            out.append({"name": node.name, "timeout_ms": _timeout_of(node, lines, diags), "line": node.lineno})
+            ms, at = _timeout_of(node, lines, diags)
+            e = {"name": node.name, "timeout_ms": ms, "line": node.lineno}
+            if at is not None:
+                e["gateway_at"] = at  # the @gateway line: where a warning about its timeout points
+            out.append(e)
+    return out
+
+
+def unbound_decorators(tree, source):
+    """The decorators, bare (@name) or called (@name(...)), whose name the
+    module never binds and the builtins lack, each with its name and where
+    it is. The check tells a typo of a known one (@gatway) from the rest:
+    every run of the module would end in NameError."""
+    lines = source.splitlines()
+    bound = _bound_names(tree)
+    out = []
+    for n in ast.walk(tree):
+        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for d in n.decorator_list:
+            target = d.func if isinstance(d, ast.Call) else d
+            if isinstance(target, ast.Name) and target.id not in bound and not hasattr(builtins, target.id):
+                out.append(dict(_where(lines, target), name=target.id))
     return out
 
 
