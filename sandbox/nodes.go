@@ -138,7 +138,7 @@ func (p *Pool) runBatch(w *worker, j *job) (items []NodeItem, err error, keep bo
 		defer b.mu.Unlock()
 		b.closed = true
 		if !b.done {
-			b.items = append(b.items, NodeItem{Err: re, Logs: b.logs, DurationMs: msSince(b.itemStart)})
+			b.items = append(b.items, NodeItem{Err: re, Logs: b.logs.kept(), DurationMs: msSince(b.itemStart)})
 		}
 		return b.items, nil, false
 	}
@@ -247,7 +247,7 @@ type batch struct {
 
 	mu        sync.Mutex
 	items     []NodeItem
-	logs      []Log
+	logs      runLogs // of the message in flight
 	itemStart time.Time
 	recycle   bool
 	bad       string // a frame out of order: the run ends as a violation
@@ -265,21 +265,19 @@ func (b *batch) take(msg any) bool {
 	}
 	switch fm := msg.(type) {
 	case *rpc.Log:
-		if len(b.logs) < maxLogs {
-			b.logs = append(b.logs, Log{Level: fm.Level, Msg: truncate(fm.Msg, maxLogBytes)})
-		}
+		b.logs.add(fm.Level, fm.Msg)
 		return true
 	case *rpc.Item:
 		if fm.Index != len(b.items) || fm.Index >= len(b.j.batch) {
 			b.bad = fmt.Sprintf("item frame %d out of order", fm.Index)
 			return false
 		}
-		it := b.p.itemOf(b.w, b.m, b.j, fm, b.logs, b.itemStart)
+		it := b.p.itemOf(b.w, b.m, b.j, fm, b.logs.kept(), b.itemStart)
 		if fm.Error != nil && recycleAfter(fm.Error) {
 			b.recycle = true
 		}
 		b.items = append(b.items, it)
-		b.logs, b.itemStart = nil, time.Now()
+		b.logs, b.itemStart = runLogs{}, time.Now()
 		if !b.timer.Stop() {
 			// The timer fired as the message was answered: the worker is
 			// being killed; the answer stands, the run ends here.

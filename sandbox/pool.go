@@ -90,6 +90,31 @@ const (
 	maxLogBytes = 16 << 10
 )
 
+// runLogs keeps the first maxLogs lines of a run, each cut at maxLogBytes,
+// and counts the lines past them (docs/scripting.md, "print and logging").
+type runLogs struct {
+	lines   []Log
+	dropped int
+}
+
+func (l *runLogs) add(level, msg string) {
+	if len(l.lines) >= maxLogs {
+		l.dropped++
+		return
+	}
+	l.lines = append(l.lines, Log{Level: level, Msg: truncate(msg, maxLogBytes)})
+}
+
+// kept returns the lines kept, and when some were dropped a last line that
+// says how many: a cut log never looks whole.
+func (l *runLogs) kept() []Log {
+	if l.dropped == 0 {
+		return l.lines
+	}
+	return append(l.lines, Log{Level: "warning",
+		Msg: fmt.Sprintf("… %d later lines dropped (limit %d lines per run)", l.dropped, maxLogs)})
+}
+
 // module is the current code of one module.
 type moduleCode struct {
 	name    string

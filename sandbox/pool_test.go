@@ -54,6 +54,41 @@ func TestPool_Run_LogsAndDuration(t *testing.T) {
 	}
 }
 
+// TestPool_Run_LogsCutAreMarked: a run that prints more than maxLogs lines
+// keeps the first maxLogs, then one line that says how many later ones
+// were dropped; a run within the limit has no such line. The same holds
+// per message of a node run.
+func TestPool_Run_LogsCutAreMarked(t *testing.T) {
+	p := startPool(t, testConfig(t), newFakeServices())
+	load(t, p, "m", "def f(args):\n    for i in range(args):\n        print(i)\n    return 1\n\n"+
+		"def transform(msg):\n    for i in range(msg):\n        print(i)\n    return {}\n")
+	r, err := run(t, p, full, "m", "f", strconv.Itoa(maxLogs+25))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Logs) != maxLogs+1 || r.Logs[maxLogs-1].Msg != strconv.Itoa(maxLogs-1) {
+		t.Fatalf("%d lines kept, last kept %+v; want the first %d and a marker", len(r.Logs), r.Logs[len(r.Logs)-2], maxLogs)
+	}
+	want := Log{Level: "warning", Msg: "… 25 later lines dropped (limit 1000 lines per run)"}
+	if last := r.Logs[maxLogs]; last != want {
+		t.Errorf("last line %+v, want %+v", last, want)
+	}
+	if r, err := run(t, p, full, "m", "f", strconv.Itoa(maxLogs)); err != nil || len(r.Logs) != maxLogs || r.Logs[maxLogs-1].Msg != strconv.Itoa(maxLogs-1) {
+		t.Errorf("a run of exactly %d lines: %d lines (%v), want them all and no marker", maxLogs, len(r.Logs), err)
+	}
+	items, err := p.RunNodes(context.Background(), full, "m", "transform",
+		[]json.RawMessage{json.RawMessage(strconv.Itoa(maxLogs + 2)), json.RawMessage("3")}, 30*time.Second)
+	if err != nil || len(items) != 2 {
+		t.Fatalf("node run: %+v %v", items, err)
+	}
+	if l := items[0].Logs; len(l) != maxLogs+1 || l[maxLogs].Msg != "… 2 later lines dropped (limit 1000 lines per run)" {
+		t.Errorf("first message: %d lines, want %d and a marker", len(l), maxLogs)
+	}
+	if l := items[1].Logs; len(l) != 3 {
+		t.Errorf("second message: %d lines %+v, want its own 3", len(l), l)
+	}
+}
+
 func TestPool_Run_TagReadWrite(t *testing.T) {
 	svc := newFakeServices()
 	p := startPool(t, testConfig(t), svc)

@@ -150,7 +150,11 @@ func (p *Pool) runJob(w *worker, j *job) (res RunResult, err error, keep bool) {
 	m := j.mod
 	name := m.name + "." + j.entry
 	start := time.Now()
-	defer func() { res.DurationMs = float64(time.Since(start).Microseconds()) / 1000 }()
+	var logs runLogs
+	defer func() {
+		res.DurationMs = float64(time.Since(start).Microseconds()) / 1000
+		res.Logs = logs.kept()
+	}()
 
 	execID := newExecID()
 	msg := &rpc.Exec{Type: rpc.TypeExec, Exec: execID, Module: m.name, Version: m.version,
@@ -223,9 +227,7 @@ func (p *Pool) runJob(w *worker, j *job) (res RunResult, err error, keep bool) {
 				if fm.Exec != execID {
 					return res, p.violation(w, name, "a log frame names another execution"), false
 				}
-				if len(res.Logs) < maxLogs {
-					res.Logs = append(res.Logs, Log{Level: fm.Level, Msg: truncate(fm.Msg, maxLogBytes)})
-				}
+				logs.add(fm.Level, fm.Msg)
 			case *rpc.Done:
 				if fm.Exec != execID {
 					return res, p.violation(w, name, "a done frame names another execution"), false
