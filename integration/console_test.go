@@ -186,7 +186,9 @@ func freshArtifacts(t *testing.T, name string) string {
 // its forged requests, sees a syntax error at its line before saving, fixes
 // it, saves, runs, compares and rolls back; the device table shows the
 // pymodbus device go Bad and come back; a users_admin searches the audit log
-// and makes and revokes an API key. No request leaves the appliance.
+// and makes and revokes an API key, and is told, in the appliance's words,
+// when a key or a user it revokes or disables on a stale page was revoked
+// or disabled before. No request leaves the appliance.
 func TestConsole_EndToEnd(t *testing.T) {
 	chromium := ensureChromium(t)
 	e2eDir := ensureNodeModules(t, "console")
@@ -224,11 +226,19 @@ func TestConsole_EndToEnd(t *testing.T) {
 		{"name": "des", "realm": "platform", "permissions": []string{"designer"}},
 		{"name": "ua", "realm": "platform", "permissions": []string{"users_admin"}},
 		{"name": "op1", "realm": "operator", "level": "operate"},
+		{"name": "op2", "realm": "operator", "level": "operate"}, // disabled behind the page's back
 	} {
 		u["password"] = e2ePassword
 		if st, body := d.call("POST", "/api/v1/users", d.token, u, nil); st != 201 {
 			t.Fatalf("add user %v: %d %s", u["name"], st, body)
 		}
+	}
+
+	var staleKey struct {
+		ID string `json:"id"`
+	} // revoked behind the page's back
+	if st, body := d.call("POST", "/api/v1/apikeys", d.token, map[string]any{"name": "stale-e2e", "scopes": []string{"tag:read"}, "write_level": "view"}, &staleKey); st != 201 {
+		t.Fatalf("add key stale-e2e: %d %s", st, body)
 	}
 
 	cmd := exec.Command("node", "e2e.mjs")
@@ -274,6 +284,14 @@ func TestConsole_EndToEnd(t *testing.T) {
 				mb.Start()
 			case "stop-index":
 				index.close()
+			case "revoke-stale-key":
+				if st, body := d.call("DELETE", "/api/v1/apikeys/"+staleKey.ID, d.token, nil, nil); st != 204 {
+					answer = fmt.Sprintf("FAIL revoke: %d %s", st, body)
+				}
+			case "disable-op2":
+				if st, body := d.call("POST", "/api/v1/users/op2/disable", d.token, nil, nil); st != 204 {
+					answer = fmt.Sprintf("FAIL disable: %d %s", st, body)
+				}
 			default:
 				answer = "FAIL unknown request " + req
 			}

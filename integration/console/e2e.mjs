@@ -6,6 +6,8 @@
 //
 //   stdout "@@ stop-modbus" / "@@ start-modbus"  → the test stops / starts the pymodbus device
 //   stdout "@@ stop-index"                       → the test closes the loopback index (its port then refuses)
+//   stdout "@@ revoke-stale-key"                 → the test revokes the API key stale-e2e over the API
+//   stdout "@@ disable-op2"                      → the test disables the operator op2 over the API
 //
 // Environment: QUBIQ_URL, CHROMIUM, PROFILE_DIR (a fresh --user-data-dir),
 // ARTIFACTS (screenshots), PASSWORD, SB_USER (sandbox_admin), DES_USER
@@ -358,6 +360,20 @@ try {
   await page.waitForFunction((u) => document.querySelector(`#users tr[data-user="${u}"]`)?.textContent.includes('disabled'), env('OP_USER'));
   await snap('users');
   log('API key made (token shown once) and revoked; operator disabled');
+  // Done behind the page's back: the appliance answers 200 {"already": true,
+  // "detail"} and the page shows that detail, not a plain success.
+  await ask('revoke-stale-key');
+  await ask('disable-op2');
+  const staleRow = page.locator('#apikeys tr[data-key]', { hasText: 'stale-e2e' });
+  await staleRow.locator('button[data-revoke]').click();
+  await confirmDialog();
+  await page.waitForFunction(() => document.querySelector('#toast.notice')?.textContent.includes('was already revoked'));
+  await staleRow.waitFor({ state: 'detached' });
+  await page.click('#users button[data-disable="op2"]');
+  await confirmDialog();
+  await page.waitForFunction(() => document.querySelector('#toast.notice')?.textContent.includes('user "op2" was already disabled; nothing changed'));
+  await snap('users-already');
+  log('a key revoked and a user disabled before: the page shows the appliance\'s "already" detail');
   await logout();
 
   check(cspViolations.length === 0, 'Content Security Policy violations: ' + cspViolations.join('\n'));

@@ -17,6 +17,15 @@ function checks(name, values, checked = []) {
 }
 const picked = (box) => [...box.querySelectorAll('input:checked')].map((i) => i.value);
 
+// doneToast tells what a disable or revoke did: done (204), or the
+// server's detail when it had been done before and nothing changed (200
+// {"already": true, "detail": ...}: another administrator was first, or the
+// page was stale).
+function doneToast(answer, done) {
+  if (answer && answer.already) toast(answer.detail || 'Nothing changed: it was done before.', 'notice');
+  else toast(done);
+}
+
 export function usersPage(ctx) {
   const usersBox = h('div', { id: 'users' });
   const keysBox = h('div', { id: 'apikeys' });
@@ -40,7 +49,7 @@ export function usersPage(ctx) {
         u.disabled ? null : h('button', { type: 'button', class: 'small danger', dataset: { disable: u.name }, onclick: async (ev) => {
           if (!await confirm('Disable a user', `Disable ${u.name}? Their sessions end at once and they can no longer sign in.`, 'Disable', true)) return;
           await busy(ev.target, async () => {
-            try { await post(`/users/${enc(u.name)}/disable`); toast(`${u.name} is disabled.`); loadUsers(); } catch (e) { usersBox.prepend(problem(e, 'Not disabled')); }
+            try { doneToast(await post(`/users/${enc(u.name)}/disable`), `${u.name} is disabled.`); loadUsers(); } catch (e) { usersBox.prepend(problem(e, 'Not disabled')); }
           });
         } }, 'Disable')] },
     ], us, { empty: 'No user yet.', rowAttrs: (u) => ({ dataset: { user: u.name } }) }));
@@ -70,7 +79,7 @@ export function usersPage(ctx) {
       { label: '', cell: (k) => h('button', { type: 'button', class: 'small danger', dataset: { revoke: k.id }, onclick: async (ev) => {
         if (!await confirm('Revoke an API key', `Revoke “${k.name}” (${k.id})? Clients and scripts using it are refused from their next call.`, 'Revoke', true)) return;
         await busy(ev.target, async () => {
-          try { await del('/apikeys/' + enc(k.id)); toast(`Key ${k.name} revoked.`); loadKeys(); } catch (e) { keysBox.prepend(problem(e, 'Not revoked')); }
+          try { doneToast(await del('/apikeys/' + enc(k.id)), `Key ${k.name} revoked.`); loadKeys(); } catch (e) { keysBox.prepend(problem(e, 'Not revoked')); }
         });
       } }, 'Revoke') },
     ], ks, { empty: 'No API key.', rowAttrs: (k) => ({ dataset: { key: k.id } }) }));
