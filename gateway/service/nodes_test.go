@@ -67,8 +67,8 @@ func TestNodes_PrepareAndRun(t *testing.T) {
 		t.Fatalf("timeout: %+v %v", res, err)
 	}
 	nodes.ReleaseNode(p.Ref)
-	if _, err := nodes.RunNode(ctx, g, gateway.NodeRun{Module: p.Ref, Entry: "transform", Msgs: msgs[:1]}); gateway.Kind(err) != gateway.KindInvalid {
-		t.Errorf("a released node ran: %v", err)
+	if _, err := nodes.RunNode(ctx, g, gateway.NodeRun{Module: p.Ref, Entry: "transform", Msgs: msgs[:1]}); gateway.Kind(err) != gateway.KindNotFound {
+		t.Errorf("a released node ran: %v, want not_found (its module is gone)", err)
 	}
 }
 
