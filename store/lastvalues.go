@@ -56,7 +56,7 @@ func (db *DB) PutLastValues(paths []string, vals []value.VQT) error {
 	}
 	// Every record goes into one buffer, encoded in path order (bbolt
 	// keeps the slices it is given until the commit).
-	buf := make([]byte, 0, 40*len(paths))
+	buf := make([]byte, 0, 32*len(paths))
 	ends := make([]int, len(paths))
 	var failed map[string]error
 	fail := func(p string, err error) {
@@ -191,7 +191,7 @@ func (db *DB) DeleteLastValues(paths ...string) error {
 		if p == "" || (i > 0 && p == sorted[i-1]) {
 			continue
 		}
-		changes = append(changes, lvChange{path: p, del: true})
+		changes = append(changes, lvChange{path: p})
 	}
 	err := db.update(func(tx *bolt.Tx) error {
 		if err := db.applyLastValueChanges(tx, changes); err != nil {

@@ -123,51 +123,51 @@ func appendSegEntry(out []byte, path string, rec []byte) []byte {
 }
 
 // lvChange is one change to a segment: put rec (appendRecord's bytes)
-// under path, or, when del is set, remove path.
+// under path, or, when rec is nil, remove path.
 type lvChange struct {
 	path string
 	rec  []byte
-	del  bool
 }
 
 // lvWriter writes last-value changes into the segments of one write
 // transaction.
 type lvWriter struct {
-	segs   *bolt.Bucket
-	logger *slog.Logger
-	// out holds every segment record written by the transaction: bbolt
-	// keeps the slices it is given until the commit. Growing it leaves
-	// the earlier records in the arrays they were written to, which the
-	// transaction keeps alive.
-	out []byte
+	segs    *bolt.Bucket
+	logger  *slog.Logger
+	changes []lvChange
 }
 
-// writeSegment merges changes (sorted by path, unique, all of segment seg)
-// into the stored segment and puts the result. A stored segment that
-// cannot be read is replaced by the changes alone, with a warning: one
-// damaged record must not stop the saves of every tag that hashes to it.
-func (w *lvWriter) writeSegment(seg uint16, changes []lvChange) error {
+// writeSegment merges the changes at idx (sorted by path, unique, all of
+// segment seg) into the stored segment and puts the result, a buffer of
+// its own (bbolt keeps the slices it is given until the commit). A stored
+// segment that cannot be read is replaced by the changes alone, with a
+// warning: one damaged record must not stop the saves of every tag that
+// hashes to it.
+func (w *lvWriter) writeSegment(seg uint16, idx []int32) error {
 	key := lvSegKey(seg)
 	cur := w.segs.Get(key)
-	start := len(w.out)
-	out, err := w.merge(w.out, cur, changes)
+	need := len(cur) + 1
+	for _, i := range idx {
+		c := &w.changes[i]
+		need += len(c.path) + len(c.rec) + 2*binary.MaxVarintLen32
+	}
+	out, err := w.merge(make([]byte, 0, need), cur, idx)
 	if err != nil {
 		w.logger.Warn("last-value segment unreadable, replaced by this save's values", slog.Int("segment", int(seg)), slog.Any("err", err))
-		out, _ = w.merge(w.out[:start], nil, changes) // no stored entries: no read error
+		out, _ = w.merge(out[:0], nil, idx) // no stored entries: no read error
 	}
-	w.out = out
-	if len(out) == start+1 { // the format byte alone: no tag left
-		w.out = out[:start]
+	if len(out) == 1 { // the format byte alone: no tag left
 		if cur == nil {
 			return nil
 		}
 		return w.segs.Delete(key)
 	}
-	return w.segs.Put(key, out[start:len(out):len(out)])
+	return w.segs.Put(key, out)
 }
 
-// merge appends the segment made of cur's entries and changes to out.
-func (w *lvWriter) merge(out, cur []byte, changes []lvChange) ([]byte, error) {
+// merge appends the segment made of cur's entries and the changes at idx
+// to out.
+func (w *lvWriter) merge(out, cur []byte, idx []int32) ([]byte, error) {
 	r, err := newSegReader(cur)
 	if err != nil {
 		return out, err
@@ -177,7 +177,8 @@ func (w *lvWriter) merge(out, cur []byte, changes []lvChange) ([]byte, error) {
 	if err != nil {
 		return out, err
 	}
-	for _, c := range changes {
+	for _, i := range idx {
+		c := &w.changes[i]
 		for ok && string(pathB) < c.path {
 			out = appendSegEntry(out, string(pathB), rec)
 			if pathB, rec, ok, err = r.next(); err != nil {
@@ -189,10 +190,9 @@ func (w *lvWriter) merge(out, cur []byte, changes []lvChange) ([]byte, error) {
 				return out, err
 			}
 		}
-		if c.del {
-			continue
+		if c.rec != nil {
+			out = appendSegEntry(out, c.path, c.rec)
 		}
-		out = appendSegEntry(out, c.path, c.rec)
 	}
 	for ok {
 		out = appendSegEntry(out, string(pathB), rec)
@@ -249,22 +249,19 @@ func (db *DB) applyLastValueChanges(tx *bolt.Tx, changes []lvChange) error {
 	for s := 1; s <= lvSegments; s++ {
 		counts[s] += counts[s-1]
 	}
-	grouped := make([]lvChange, len(changes))
+	order := make([]int32, len(changes))
 	next := counts
-	size := 0
-	for i, c := range changes {
-		grouped[next[ids[i]]] = c
+	for i := range changes {
+		order[next[ids[i]]] = int32(i)
 		next[ids[i]]++
-		size += len(c.path) + len(c.rec) + 4
 	}
-	// Room for the changes and about as much again of the entries kept.
-	w := &lvWriter{segs: segs, logger: db.logger, out: make([]byte, 0, 2*size+64)}
+	w := &lvWriter{segs: segs, logger: db.logger, changes: changes}
 	for s := 0; s < lvSegments; s++ {
 		lo, hi := counts[s], counts[s+1]
 		if lo == hi {
 			continue
 		}
-		if err := w.writeSegment(uint16(s), grouped[lo:hi]); err != nil {
+		if err := w.writeSegment(uint16(s), order[lo:hi]); err != nil {
 			return fmt.Errorf("segment %d: %w", s, err)
 		}
 	}
