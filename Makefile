@@ -133,7 +133,8 @@ bundle: package
 FUZZTIME ?= 60s
 FUZZ_TARGETS := ./config:FuzzParseProject ./config:FuzzReadTagsCSV ./config:FuzzTagScalars \
 	./device/opcua:FuzzDecodeDataValue ./device/modbus:FuzzResponse ./device/modbus:FuzzReadRTUFrame \
-	./sandbox/rpc:FuzzReadFrames ./sandbox/rpc:FuzzWriteMessages ./sandbox/rpc:FuzzPickleValue ./api:FuzzDecodeBody ./mqtt:FuzzDecodeEnvelope
+	./sandbox/rpc:FuzzReadFrames ./sandbox/rpc:FuzzWriteMessages ./sandbox/rpc:FuzzPickleValue ./api:FuzzDecodeBody ./mqtt:FuzzDecodeEnvelope \
+	./store:FuzzDecodeRecord
 
 # fuzz-short is `make test`'s bounded pass: each target for FUZZ_SHORT.
 FUZZ_SHORT ?= 4s

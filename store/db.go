@@ -126,6 +126,9 @@ func Open(path string, opts Options) (*DB, error) {
 		version, err = db.checkSchema()
 	} else {
 		version, err = db.migrate(migrations)
+		if err == nil {
+			err = db.moveLegacyLastValues()
+		}
 	}
 	if err != nil {
 		if cerr := bdb.Close(); cerr != nil {
