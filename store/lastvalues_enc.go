@@ -102,7 +102,7 @@ const (
 // value and a named quality, appendVQT's JSON otherwise. Its errors are
 // appendVQT's (a value that cannot be stored).
 func appendRecord(buf []byte, vqt value.VQT) ([]byte, error) {
-	if vqt.Quality.String() == "" || vqt.Quality >= numNamedQualities {
+	if vqt.Quality >= numNamedQualities {
 		return appendVQT(buf, vqt)
 	}
 	start := len(buf)

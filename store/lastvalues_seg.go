@@ -62,13 +62,6 @@ func lvSegKey(seg uint16) []byte {
 	return binary.BigEndian.AppendUint16(make([]byte, 0, 2), seg)
 }
 
-// segEntry is one tag of a segment: rec is its record, aliasing the
-// segment's bytes.
-type segEntry struct {
-	path string
-	rec  []byte
-}
-
 // segReader walks a segment record's entries in order.
 type segReader struct {
 	b []byte
