@@ -17,6 +17,7 @@ import (
 const (
 	points    = 1000 // float32 points per device, 2 registers each
 	maxRegs   = 125  // registers per request (FC3's limit)
+	planRegs  = 124  // qubiqd's requests: no float32 straddles two
 	warmScans = 3    // scans of every device before the window
 )
 
@@ -120,6 +121,13 @@ func TestBenchDevices(t *testing.T) {
 	ready := d.Ready
 	d.Stop()
 
+	// The floor: the same requests from a bare client that decodes nothing.
+	r0 = srv.Requests()
+	fl := harness.ModbusFloor(t, srv.Ports, 2*points, planRegs)
+	warm(t, srv, r0, warmScans*perScan, "the floor", func() error { return nil })
+	floor := window(srv, fl.PID, dur)
+	fl.Stop()
+
 	red := measured{cpu: 1, rss: 1} // BENCH_PEER=off: ratios mean nothing
 	if peer {
 		r0 = srv.Requests()
@@ -140,7 +148,11 @@ func TestBenchDevices(t *testing.T) {
 	f.Set("rss_ratio", ours.rss/red.rss)
 	f.Set("requests_per_s", ours.reqPerS)
 	f.Set("nodered_requests_per_s", red.reqPerS)
+	f.Set("floor_cpu_pct", 100*floor.cpu/secs)
+	f.Set("floor_ratio", ours.rootCPU/floor.cpu)
 	detail.Set("min_requests_per_s", float64(perScan))
+	detail.Set("floor_requests_per_s", floor.reqPerS)
+	detail.Set("server_cpu_pct_floor", 100*floor.serverCPU/secs)
 	detail.Set("daemon_cpu_pct", 100*ours.rootCPU/secs)
 	detail.Set("tree_rss_mib", ours.treeRSS)
 	detail.Set("cpu_s_per_1m_points", ours.cpu/(secs*float64(devices*points))*1e6)

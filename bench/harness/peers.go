@@ -45,8 +45,9 @@ func GoBinary(t testing.TB, pkg string) string {
 	return out
 }
 
-// Server is the fast Modbus server (bench/cmd/fastmodbus) in a process of
-// its own, pinned to core 1.
+// Server is a benchmark's Modbus process: the fast server
+// (bench/cmd/fastmodbus, pinned to core 1) or the floor client
+// (bench/cmd/modbusfloor, core 0).
 type Server struct {
 	PID   int
 	Ports []string // one per device
@@ -80,6 +81,37 @@ func FastModbus(t testing.TB, ports int, static bool) *Server {
 	}
 	s.Ports = strings.Split(strings.TrimSpace(strings.TrimPrefix(line, "READY ")), ",")
 	return s
+}
+
+// ModbusFloor starts bench/cmd/modbusfloor, pinned to core 0 as qubiqd
+// is: one bare connection to each of ports, reading registers contiguous
+// holding registers from 0 every second in requests of at most maxRegs
+// (see its package comment). Its Requests counts the requests answered;
+// t.Cleanup stops it.
+func ModbusFloor(t testing.TB, ports []string, registers, maxRegs int) *Server {
+	t.Helper()
+	bin := GoBinary(t, "./bench/cmd/modbusfloor")
+	cmd := exec.Command("taskset", "-c", "0", bin, "-ports="+strings.Join(ports, ","),
+		fmt.Sprintf("-registers=%d", registers), fmt.Sprintf("-max=%d", maxRegs))
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start modbusfloor: %v", err)
+	}
+	s := &Server{PID: cmd.Process.Pid, cmd: cmd, stdin: stdin, out: bufio.NewReader(stdout)}
+	t.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
+	if line, err := s.out.ReadString('\n'); err != nil || line != "READY\n" {
+		t.Fatalf("modbusfloor: not ready: %q %v", line, err)
+	}
+	return s
+}
+
+// Stop ends the process now (t.Cleanup would at the end of the test).
+func (s *Server) Stop() {
+	s.stdin.Close()
+	s.cmd.Process.Kill()
+	s.cmd.Wait()
 }
 
 // Requests returns how many requests the server has answered (-1 when

@@ -19,10 +19,12 @@ func ProfileDir() string {
 	return filepath.Join(RepoRoot(), "build", "bench", "profiles")
 }
 
-// Profile fetches a CPU profile of dur and then a heap profile from the
-// net/http/pprof at addr (a daemon built with -tags benchprofile and
-// started with Options.Profile) into ProfileDir as NAME.cpu.pprof and
-// NAME.heap.pprof. It returns when both are written; errors are logged,
+// Profile fetches a heap profile, a CPU profile of dur and then a heap
+// profile again from the net/http/pprof at addr (a daemon built with -tags
+// benchprofile and started with Options.Profile) into ProfileDir as
+// NAME.heap-base.pprof, NAME.cpu.pprof and NAME.heap.pprof: `go tool pprof
+// -sample_index=alloc_space -base NAME.heap-base.pprof BINARY
+// NAME.heap.pprof` shows what was allocated during the window alone. It returns when both are written; errors are logged,
 // not fatal (a profile is an aid, not a figure).
 func Profile(t testing.TB, addr, name string, dur time.Duration) {
 	dir := ProfileDir()
@@ -50,6 +52,7 @@ func Profile(t testing.TB, addr, name string, dur time.Duration) {
 		}
 		t.Logf("profile: wrote %s", f.Name())
 	}
+	get("/debug/pprof/heap", name+".heap-base.pprof")
 	get(fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(dur.Seconds())), name+".cpu.pprof")
 	get("/debug/pprof/heap?gc=1", name+".heap.pprof")
 }
