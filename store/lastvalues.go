@@ -54,10 +54,13 @@ func (db *DB) PutLastValues(paths []string, vals []value.VQT) error {
 		}
 		return db.SaveLastValues(m)
 	}
-	// Every record goes into one buffer, encoded in path order (bbolt
+	// Every change goes into one buffer, encoded in path order (bbolt
 	// keeps the slices it is given until the commit).
-	buf := make([]byte, 0, 32*len(paths))
-	ends := make([]int, len(paths))
+	need := 0
+	for _, p := range paths {
+		need += len(p) + 2 + 24 // a scalar's record is 13 to 24 bytes
+	}
+	batch := lvBatch{buf: make([]byte, 0, need), ents: make([]lvEnt, 0, len(paths))}
 	var failed map[string]error
 	fail := func(p string, err error) {
 		if failed == nil {
@@ -65,33 +68,22 @@ func (db *DB) PutLastValues(paths []string, vals []value.VQT) error {
 		}
 		failed[p] = err
 	}
-	n := 0
+	var rec []byte
 	for i, p := range paths {
-		ends[i] = -1
 		if err := checkKey("tag path", p); err != nil {
 			fail(p, err)
 			continue
 		}
-		b, err := appendRecord(buf, vals[i])
+		r, err := appendRecord(rec[:0], vals[i])
 		if err != nil {
 			fail(p, fmt.Errorf("%w: %w", err, ErrInvalid))
 			continue
 		}
-		buf = b
-		ends[i] = len(buf)
-		n++
+		rec = r
+		batch.add(p, rec, false)
 	}
-	if n > 0 {
-		changes := make([]lvChange, 0, n)
-		start := 0
-		for i, p := range paths {
-			if ends[i] < 0 {
-				continue
-			}
-			changes = append(changes, lvChange{path: p, rec: buf[start:ends[i]:ends[i]]})
-			start = ends[i]
-		}
-		err := db.update(func(tx *bolt.Tx) error { return db.applyLastValueChanges(tx, changes) })
+	if len(batch.ents) > 0 {
+		err := db.update(func(tx *bolt.Tx) error { return db.applyLastValueChanges(tx, &batch) })
 		if err != nil {
 			return fmt.Errorf("store: save last values: %w", err)
 		}
@@ -186,27 +178,29 @@ func (db *DB) DeleteLastValues(paths ...string) error {
 	}
 	sorted := append([]string(nil), paths...)
 	sort.Strings(sorted)
-	changes := make([]lvChange, 0, len(sorted))
+	var changes lvBatch
+	kept := make([]string, 0, len(sorted))
 	for i, p := range sorted {
 		if p == "" || (i > 0 && p == sorted[i-1]) {
 			continue
 		}
-		changes = append(changes, lvChange{path: p})
+		changes.add(p, nil, true)
+		kept = append(kept, p)
 	}
 	err := db.update(func(tx *bolt.Tx) error {
-		if err := db.applyLastValueChanges(tx, changes); err != nil {
+		if err := db.applyLastValueChanges(tx, &changes); err != nil {
 			return err
 		}
 		b, err := bucket(tx, bucketLastValues)
 		if err != nil {
 			return err
 		}
-		for _, c := range changes {
-			if len(c.path) > bolt.MaxKeySize {
+		for _, p := range kept {
+			if len(p) > bolt.MaxKeySize {
 				continue // never a key
 			}
-			if err := b.Delete([]byte(c.path)); err != nil {
-				return fmt.Errorf("tag %q: %w", c.path, err)
+			if err := b.Delete([]byte(p)); err != nil {
+				return fmt.Errorf("tag %q: %w", p, err)
 			}
 		}
 		return nil

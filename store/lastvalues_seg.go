@@ -115,39 +115,66 @@ func appendSegEntry(out []byte, path string, rec []byte) []byte {
 	return append(out, rec...)
 }
 
-// lvChange is one change to a segment: put rec (appendRecord's bytes)
-// under path, or, when rec is nil, remove path.
-type lvChange struct {
-	path string
-	rec  []byte
+// lvBatch is one save's changes to the segments, sorted by path and
+// unique: each change is an entry in appendSegEntry's layout, laid one
+// after another in buf in path order (the order the caller holds its
+// values in, so that encoding reads them in memory order), and indexed
+// by ents. A segment's merge then reads each change as one entry of buf,
+// path and record together: one cache miss per change where a path
+// string, a record and an index each were one (100,000 tags hash to
+// random segments).
+type lvBatch struct {
+	buf  []byte
+	ents []lvEnt
+}
+
+// lvEnt is one change of an lvBatch: the entry buf[off:end] of segment
+// seg; del: remove the entry's path (its record is empty).
+type lvEnt struct {
+	off, end int32
+	seg      uint16
+	del      bool
+}
+
+// add appends the change of path: put rec, or, when del, remove it.
+func (b *lvBatch) add(path string, rec []byte, del bool) {
+	off := len(b.buf)
+	b.buf = appendSegEntry(b.buf, path, rec)
+	b.ents = append(b.ents, lvEnt{off: int32(off), end: int32(len(b.buf)), seg: lvSegment(path), del: del})
+}
+
+// entry returns the path and whole entry of e.
+func (b *lvBatch) entry(e lvEnt) (path, ent []byte) {
+	ent = b.buf[e.off:e.end:e.end]
+	path, _, _ = segField(ent) // written by add: cannot fail
+	return path, ent
 }
 
 // lvWriter writes last-value changes into the segments of one write
 // transaction.
 type lvWriter struct {
-	segs    *bolt.Bucket
-	logger  *slog.Logger
-	changes []lvChange
+	segs   *bolt.Bucket
+	logger *slog.Logger
+	batch  *lvBatch
 }
 
-// writeSegment merges the changes at idx (sorted by path, unique, all of
+// writeSegment merges the changes ents (sorted by path, unique, all of
 // segment seg) into the stored segment and puts the result, a buffer of
 // its own (bbolt keeps the slices it is given until the commit). A stored
 // segment that cannot be read is replaced by the changes alone, with a
 // warning: one damaged record must not stop the saves of every tag that
 // hashes to it.
-func (w *lvWriter) writeSegment(seg uint16, idx []int32) error {
+func (w *lvWriter) writeSegment(seg uint16, ents []lvEnt) error {
 	key := lvSegKey(seg)
 	cur := w.segs.Get(key)
 	need := len(cur) + 1
-	for _, i := range idx {
-		c := &w.changes[i]
-		need += len(c.path) + len(c.rec) + 2*binary.MaxVarintLen32
+	for _, e := range ents {
+		need += int(e.end - e.off)
 	}
-	out, err := w.merge(make([]byte, 0, need), cur, idx)
+	out, err := w.merge(make([]byte, 0, need), cur, ents)
 	if err != nil {
 		w.logger.Warn("last-value segment unreadable, replaced by this save's values", slog.Int("segment", int(seg)), slog.Any("err", err))
-		out, _ = w.merge(out[:0], nil, idx) // no stored entries: no read error
+		out, _ = w.merge(out[:0], nil, ents) // no stored entries: no read error
 	}
 	if len(out) == 1 { // the format byte alone: no tag left
 		if cur == nil {
@@ -158,9 +185,9 @@ func (w *lvWriter) writeSegment(seg uint16, idx []int32) error {
 	return w.segs.Put(key, out)
 }
 
-// merge appends the segment made of cur's entries and the changes at idx
+// merge appends the segment made of cur's entries and the changes ents
 // to out.
-func (w *lvWriter) merge(out, cur []byte, idx []int32) ([]byte, error) {
+func (w *lvWriter) merge(out, cur []byte, ents []lvEnt) ([]byte, error) {
 	r, err := newSegReader(cur)
 	if err != nil {
 		return out, err
@@ -170,21 +197,21 @@ func (w *lvWriter) merge(out, cur []byte, idx []int32) ([]byte, error) {
 	if err != nil {
 		return out, err
 	}
-	for _, i := range idx {
-		c := &w.changes[i]
-		for ok && string(pathB) < c.path {
+	for _, e := range ents {
+		path, ent := w.batch.entry(e)
+		for ok && string(pathB) < string(path) {
 			out = appendSegEntry(out, string(pathB), rec)
 			if pathB, rec, ok, err = r.next(); err != nil {
 				return out, err
 			}
 		}
-		if ok && string(pathB) == c.path {
+		if ok && string(pathB) == string(path) {
 			if pathB, rec, ok, err = r.next(); err != nil {
 				return out, err
 			}
 		}
-		if c.rec != nil {
-			out = appendSegEntry(out, c.path, c.rec)
+		if !e.del {
+			out = append(out, ent...)
 		}
 	}
 	for ok {
@@ -223,32 +250,28 @@ func readSegments(tx *bolt.Tx, fn func(path, rec []byte) error) error {
 	})
 }
 
-// applyLastValueChanges writes changes (sorted by path, unique) into the
-// segments of tx, in segment order. The records are encoded beforehand,
-// in path order: encoding in segment order reads the values in a random
-// order, a cache miss each (twice the time of the whole save).
-func (db *DB) applyLastValueChanges(tx *bolt.Tx, changes []lvChange) error {
+// applyLastValueChanges writes the changes of b (sorted by path,
+// unique) into the segments of tx, in segment order.
+func (db *DB) applyLastValueChanges(tx *bolt.Tx, b *lvBatch) error {
 	segs, err := tx.CreateBucketIfNotExists(bucketLastValueSegs)
 	if err != nil {
 		return fmt.Errorf("bucket %q: %w", bucketLastValueSegs, err)
 	}
 	// Group by segment, keeping path order within each (a counting sort).
 	var counts [lvSegments + 1]int32
-	ids := make([]uint16, len(changes))
-	for i, c := range changes {
-		ids[i] = lvSegment(c.path)
-		counts[ids[i]+1]++
+	for _, e := range b.ents {
+		counts[e.seg+1]++
 	}
 	for s := 1; s <= lvSegments; s++ {
 		counts[s] += counts[s-1]
 	}
-	order := make([]int32, len(changes))
+	order := make([]lvEnt, len(b.ents))
 	next := counts
-	for i := range changes {
-		order[next[ids[i]]] = int32(i)
-		next[ids[i]]++
+	for _, e := range b.ents {
+		order[next[e.seg]] = e
+		next[e.seg]++
 	}
-	w := &lvWriter{segs: segs, logger: db.logger, changes: changes}
+	w := &lvWriter{segs: segs, logger: db.logger, batch: b}
 	for s := 0; s < lvSegments; s++ {
 		lo, hi := counts[s], counts[s+1]
 		if lo == hi {
@@ -293,7 +316,7 @@ func (db *DB) moveLegacyLastValues() error {
 		}); err != nil {
 			db.logger.Warn("last-value segments unreadable while moving older records", slog.Any("err", err))
 		}
-		var changes []lvChange
+		var changes lvBatch
 		if err := legacy.ForEach(func(k, v []byte) error {
 			vqt, err := decodeVQT(v)
 			if err != nil {
@@ -310,15 +333,15 @@ func (db *DB) moveLegacyLastValues() error {
 				db.logger.Warn("stored last value cannot be stored again, dropped", slog.String("tag", string(k)), slog.Any("err", err))
 				return nil
 			}
-			changes = append(changes, lvChange{path: string(k), rec: rec})
+			changes.add(string(k), rec, false)
 			return nil
 		}); err != nil {
 			return err
 		}
-		if err := db.applyLastValueChanges(tx, changes); err != nil { // ForEach walks in key order: sorted
+		if err := db.applyLastValueChanges(tx, &changes); err != nil { // ForEach walks in key order: sorted
 			return err
 		}
-		moved = len(changes)
+		moved = len(changes.ents)
 		if err := tx.DeleteBucket(bucketLastValues); err != nil {
 			return err
 		}
