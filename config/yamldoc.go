@@ -322,8 +322,9 @@ const itemChunk = 1000
 
 // decodeItems decodes the entries of a block sequence into the slice fv,
 // itemChunk entries at a time (their text is contiguous in b, comments
-// between them included, so the chunk parses as the same sequence); w names
-// the sequence for messages.
+// between them included, so the chunk parses as the same sequence), each
+// chunk by fastItems when it can and by yaml.v3 otherwise; w names the
+// sequence for messages.
 func decodeItems(b []byte, items []item, fv reflect.Value, d *decoder, w where) error {
 	s := reflect.MakeSlice(fv.Type(), len(items), len(items))
 	for lo := 0; lo < len(items); lo += itemChunk {
@@ -332,14 +333,18 @@ func decodeItems(b []byte, items []item, fv reflect.Value, d *decoder, w where) 
 		if end < len(b) && b[end] == '\n' {
 			end++ // the entry's last line break belongs to it (a block scalar keeps it)
 		}
-		n, err := parseFragment(b[items[lo].start:end], items[lo].line)
-		if err != nil {
-			return err
+		nodes, fast := fastItems(b, items[lo:hi], items[lo].start, end)
+		if !fast {
+			n, err := parseFragment(b[items[lo].start:end], items[lo].line)
+			if err != nil {
+				return err
+			}
+			if n == nil || n.Kind != yaml.SequenceNode || len(n.Content) != hi-lo {
+				return &SyntaxError{Msg: fmt.Sprintf("line %d: not valid YAML: entries that do not parse as %d list items", items[lo].line, hi-lo)}
+			}
+			nodes = n.Content
 		}
-		if n == nil || n.Kind != yaml.SequenceNode || len(n.Content) != hi-lo {
-			return &SyntaxError{Msg: fmt.Sprintf("line %d: not valid YAML: entries that do not parse as %d list items", items[lo].line, hi-lo)}
-		}
-		for i, e := range n.Content {
+		for i, e := range nodes {
 			d.decode(e, s.Index(lo+i), w)
 		}
 	}
