@@ -23,12 +23,13 @@ import (
 // the two to the same trees.
 //
 // The form (YAML 1.2 §7.4 flow mappings, §7.3 flow scalars, restricted):
-// the item's indentation, "-", spaces, "{", then entries "key: value"
-// separated by ",", each key and value after optional spaces, then "}"
-// and optional trailing spaces, all ASCII, on one line. A key is a letter
-// or "_" then letters, digits and "_", followed directly by ": ". A value
-// is either a double-quoted string with no backslash and no double quote
-// inside, or a plain scalar of letters, digits and "_./()+-" that starts
+// the item's indentation, "-", spaces, then a flow mapping and optional
+// trailing spaces, all ASCII, on one line. A flow mapping is "{", entries
+// "key: value" separated by ",", each key and value after optional
+// spaces, then "}". A key is a letter or "_" then letters, digits and
+// "_", followed directly by ": ". A value is a flow mapping (one level
+// inside the entry's: "deadband: {absolute: 0.5}"), a double-quoted
+// string with no backslash and no double quote inside, or a plain scalar of letters, digits and "_./()+-" that starts
 // with a letter, a digit, "_", ".", "/", "(" or a "-" followed by a digit
 // or ".", ended by spaces, "," or "}". Plain scalars are resolved to their
 // tag (!!str, !!int, !!float, !!bool, !!null) by yaml.v3 itself (Node.
@@ -52,7 +53,26 @@ func fastFlowItem(l []byte, line int) (n *yaml.Node, ok bool) {
 	if i >= len(l) || l[i] != '{' {
 		return nil, false
 	}
-	m := &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle, Tag: "!!map", Line: line, Column: i + 1}
+	m, i, ok := flowMap(l, i, line, 0)
+	if !ok {
+		return nil, false
+	}
+	for ; i < len(l); i++ {
+		if l[i] != ' ' {
+			return nil, false
+		}
+	}
+	return m, true
+}
+
+// maxFlowDepth is how deep flow mappings nest on the fast path
+// ("deadband: {absolute: 0.5}" is depth 1).
+const maxFlowDepth = 2
+
+// flowMap parses the non-empty flow mapping whose "{" is l[i], returning
+// its node and the index after its "}".
+func flowMap(l []byte, i, line, depth int) (m *yaml.Node, next int, ok bool) {
+	m = &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle, Tag: "!!map", Line: line, Column: i + 1}
 	i++
 	for {
 		for i < len(l) && l[i] == ' ' {
@@ -61,15 +81,15 @@ func fastFlowItem(l []byte, line int) (n *yaml.Node, ok bool) {
 		// key
 		ks := i
 		if i >= len(l) || !(isLetter(l[i]) || l[i] == '_') {
-			return nil, false
+			return nil, 0, false
 		}
 		for i < len(l) && (isLetter(l[i]) || isDigit(l[i]) || l[i] == '_') {
 			i++
 		}
 		if i+1 >= len(l) || l[i] != ':' || l[i+1] != ' ' {
-			return nil, false
+			return nil, 0, false
 		}
-		key := scalar(string(l[ks:i]), 0, line, ks+1)
+		key := scalar(string(l[ks:i]), line, ks+1)
 		i += 2
 		for i < len(l) && l[i] == ' ' {
 			i++
@@ -78,53 +98,52 @@ func fastFlowItem(l []byte, line int) (n *yaml.Node, ok bool) {
 		vs := i
 		var val *yaml.Node
 		switch {
-		case i < len(l) && l[i] == '"':
+		case i >= len(l):
+			return nil, 0, false
+		case l[i] == '"':
 			end := bytes.IndexByte(l[i+1:], '"')
 			if end < 0 {
-				return nil, false
+				return nil, 0, false
 			}
 			s := l[i+1 : i+1+end]
 			if bytes.IndexByte(s, '\\') >= 0 || !printableASCII(s) {
-				return nil, false
+				return nil, 0, false
 			}
 			val = &yaml.Node{Kind: yaml.ScalarNode, Style: yaml.DoubleQuotedStyle, Tag: "!!str", Value: string(s), Line: line, Column: vs + 1}
 			i += end + 2
-		case i < len(l) && plainStart(l, i):
+		case l[i] == '{' && depth+1 < maxFlowDepth:
+			if val, i, ok = flowMap(l, i, line, depth+1); !ok {
+				return nil, 0, false
+			}
+		case plainStart(l, i):
 			for i < len(l) && plainChar(l[i]) {
 				i++
 			}
-			val = scalar(string(l[vs:i]), 0, line, vs+1)
+			val = scalar(string(l[vs:i]), line, vs+1)
 		default:
-			return nil, false
+			return nil, 0, false
 		}
 		m.Content = append(m.Content, key, val)
 		for i < len(l) && l[i] == ' ' {
 			i++
 		}
 		if i >= len(l) {
-			return nil, false
+			return nil, 0, false
 		}
 		switch l[i] {
 		case ',':
 			i++
-			continue
 		case '}':
-			i++
-			for ; i < len(l); i++ {
-				if l[i] != ' ' {
-					return nil, false
-				}
-			}
-			return m, true
+			return m, i + 1, true
 		default:
-			return nil, false
+			return nil, 0, false
 		}
 	}
 }
 
 // scalar is a plain scalar node with the tag yaml.v3's parser resolves.
-func scalar(v string, style yaml.Style, line, col int) *yaml.Node {
-	n := &yaml.Node{Kind: yaml.ScalarNode, Style: style, Value: v, Line: line, Column: col}
+func scalar(v string, line, col int) *yaml.Node {
+	n := &yaml.Node{Kind: yaml.ScalarNode, Value: v, Line: line, Column: col}
 	n.Tag = n.ShortTag()
 	return n
 }

@@ -48,6 +48,7 @@ func yamlItem(line string) (*yaml.Node, error) {
 // lines outside its form are left to yaml.v3.
 func TestFastFlowItem_SameNodesAsYAMLv3(t *testing.T) {
 	accepted := []string{
+		`- {path: A, device: d, deadband: { absolute: 1 }, history: {enabled: true}}`,
 		`- {path: Plant/D000/P0000, device: dev000, address: HR0, type: float32, scan: 1s}`,
 		`  - {path: F/T001, device: sim, address: "ramp(0,100000,100000s)", type: float64, scan: 1s}`,
 		`    -   {  path: A ,device: d,address: HR1 }   `,
@@ -85,7 +86,9 @@ func TestFastFlowItem_SameNodesAsYAMLv3(t *testing.T) {
 		`- {path: A, device: d, address: 'HR1'}`,
 		`- {path: A, device: d, address: HR1`,
 		`- {path: A, device: d, address: [1, 2]}`,
-		`- {path: A, device: d, deadband: {absolute: 1}}`,
+		`- {path: A, device: d, deadband: {absolute: {x: 1}}}`,
+		`- {path: A, device: d, deadband: {}}`,
+		`- {path: A, device: d, deadband: {absolute: 1}`,
 		`- {path: A, device: d, address:HR1}`,
 		`- {path: A, device: d, address: }`,
 		`- {path: A, device: d, address: &x HR1}`,
@@ -140,6 +143,27 @@ func TestParseProject_FastPathSameProject(t *testing.T) {
 	}
 }
 
+// BenchmarkParseProject10k: a 10,000-tag project of one-line entries,
+// every tenth with history (bench-footprint's simulator project).
+func BenchmarkParseProject10k(b *testing.B) {
+	var s strings.Builder
+	s.WriteString("devices:\n  - {name: sim, driver: sim}\ntags:\n")
+	for i := range 10000 {
+		hist := ""
+		if i%10 == 0 {
+			hist = ", history: {enabled: true}"
+		}
+		fmt.Fprintf(&s, "  - {path: Bench/T%05d/Level, device: sim, address: \"sine(0,100,%ds)\", type: float64, scan: 1s%s}\n", i, 20+i%41, hist)
+	}
+	doc := []byte(s.String())
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseProject(doc); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // FuzzFastFlowItem: a line the fast path reads is the one-entry sequence
 // yaml.v3 reads, node for node.
 func FuzzFastFlowItem(f *testing.F) {
@@ -148,6 +172,7 @@ func FuzzFastFlowItem(f *testing.F) {
 		`  - {path: F/T001, device: sim, address: "ramp(0,100000,100000s)", type: float64, scan: 1s}`,
 		`- {a: 0o17, b: -1e3, c: .NaN, d: "", e: Null, f: 1.5.6, g: 0b101, h: 12:30}`,
 		`- {a: ..., b: .., c: -.inf, d: (x), e: x-, f: 1_0}`,
+		`- {path: A, deadband: {absolute: 0.5, percent: 1}, history: {enabled: yes}}`,
 	} {
 		f.Add(s)
 	}
