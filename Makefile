@@ -134,7 +134,7 @@ FUZZTIME ?= 60s
 FUZZ_TARGETS := ./config:FuzzParseProject ./config:FuzzReadTagsCSV ./config:FuzzTagScalars \
 	./device/opcua:FuzzDecodeDataValue ./device/modbus:FuzzResponse ./device/modbus:FuzzReadRTUFrame \
 	./sandbox/rpc:FuzzReadFrames ./sandbox/rpc:FuzzWriteMessages ./sandbox/rpc:FuzzPickleValue ./api:FuzzDecodeBody ./mqtt:FuzzDecodeEnvelope \
-	./store:FuzzDecodeRecord
+	./store:FuzzDecodeRecord ./config:FuzzFastFlowItem
 
 # fuzz-short is `make test`'s bounded pass: each target for FUZZ_SHORT
 # executions (a count, not a duration: with a -fuzztime duration Go 1.26's
