@@ -72,8 +72,15 @@ func noderedFlows(ports []string, devices int) []map[string]any {
 	return flows
 }
 
+// settle is how long a client runs after its warm-up scans before the
+// window: past qubiqd's one-time work after start-up (the running
+// project's decoded tags released 3 s after the Python workers are up,
+// docs/config.md memory.exe_pages; the flow engine's start), as
+// bench-footprint's BENCH_WARMUP.
+const settle = 8 * time.Second
+
 // warm waits until the server answered want requests more than at from
-// (alive says why not when the client died).
+// (alive says why not when the client died), then settle.
 func warm(t *testing.T, srv *harness.Server, from, want int64, what string, alive func() error) {
 	deadline := time.Now().Add(120 * time.Second)
 	for srv.Requests()-from < want {
@@ -85,7 +92,7 @@ func warm(t *testing.T, srv *harness.Server, from, want int64, what string, aliv
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	time.Sleep(2 * time.Second)
+	time.Sleep(settle)
 }
 
 type measured struct {
