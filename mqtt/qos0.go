@@ -1,0 +1,197 @@
+package mqtt
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// QoS 0 tag values (docs/mqtt.md, "QoS 0"): written straight to the
+// connection's wire while the link is up, queued in the outbox (at QoS 1)
+// while it is down. A QoS 0 publish has no acknowledgement, and a write
+// succeeds as soon as the bytes are in the socket's buffer: a value written
+// while the connection is already dying, before anything noticed, never
+// reaches the broker (for paho's own QoS 0 path the same loss:
+// https://github.com/eclipse-paho/paho.mqtt.golang/issues/630). So the
+// link keeps what it wrote since the broker last proved it had read the
+// stream (a PINGRESP to a PINGREQ written after it, wire.go), asks for
+// such a proof at most every confirmEvery while values flow, and when the
+// connection ends without one, queues what it kept in the outbox: it goes
+// out again at QoS 1 on the next connection, maybe a second time (same
+// seq), never not at all. What is kept is bounded (maxUnconfirmed): a
+// connection that confirms nothing for that long is treated as lost, what
+// was kept is queued, and its topics wait behind it.
+
+// maxUnconfirmed bounds the QoS 0 messages kept until the broker
+// confirms them (unconfirmedCost each): well above what the wire's pending
+// buffer (maxPending) and the sockets' buffers hold in flight.
+const maxUnconfirmed = 32 << 20
+
+// defaultConfirmEvery is how often at most the link asks the broker for a
+// PINGRESP while QoS 0 values are unconfirmed.
+const defaultConfirmEvery = 100 * time.Millisecond
+
+// q0State is the QoS 0 path's state: the topics waiting behind a queued
+// message and the messages written but not yet confirmed. mu is held for
+// a whole publishDirect and while runConnection ends a connection, so a
+// message is either written and kept, or queued, never both nor neither;
+// it is taken before Link.mu.
+type q0State struct {
+	mu       sync.Mutex
+	queuedAt map[string]uint64 // QoS 0 topics with a message in the outbox: a sequence number at or above its last
+	w        *wire             // the wire the kept messages were written to
+	kept     []keptMsg         // written to w, not yet confirmed, in write order from head
+	head     int
+	bytes    int // unconfirmedCost of kept[head:]
+	max      int // bound of bytes
+	lastPing time.Time
+}
+
+// keptMsg is a QoS 0 message written to the wire up to stream offset end.
+type keptMsg struct {
+	end uint64
+	m   Message
+}
+
+// unconfirmedCost is what keeping m costs: its payload and its entry (the
+// topic is publishTags' string of the tag, shared).
+func unconfirmedCost(m Message) int { return len(m.Payload) + 80 }
+
+// publishDirect publishes msgs at QoS 0 when the link is up, else queues
+// them (through the outbox at QoS 1). Order per topic is kept: while an
+// earlier message of a topic is still in the outbox (its sequence number
+// at or above the outbox's head), that topic's messages are queued behind
+// it; every other topic goes straight out, so a backlog of some values
+// never holds the live ones of the rest in the outbox (a live rate above
+// the drain rate would keep them there for good). The packets are written
+// straight to the connection's wire, not through paho's publish path (a
+// QoS 0 publish has no state for the client to keep), and kept until the
+// broker confirms it read them; when the wire has failed or closed, what
+// was kept unconfirmed, then the message and the rest, are queued instead.
+// Only publishTags calls it.
+func (l *Link) publishDirect(ctx context.Context, msgs []Message) error {
+	q := &l.q0
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	c, w := l.current()
+	up := c != nil && w != nil && c.IsConnectionOpen()
+	if q.w != nil && (!up || q.w != w) { // the connection of the kept messages ended
+		if err := l.requeueKept(ctx); err != nil {
+			return err
+		}
+	}
+	if !up {
+		return l.queueDirect(ctx, msgs)
+	}
+	var head uint64 // the outbox's oldest sequence number; 0: empty
+	if l.opts.Outbox.Stats().Depth > 0 {
+		if qd, err := l.opts.Outbox.Read(0, 1); err != nil {
+			return l.queueDirect(ctx, msgs)
+		} else if len(qd) > 0 {
+			head = qd[0].Seq
+		}
+	}
+	for t, seq := range q.queuedAt {
+		if head == 0 || seq < head {
+			delete(q.queuedAt, t) // delivered (or dropped by the outbox's bounds)
+		}
+	}
+	q.trim(w.confirmedAt())
+	q.w = w
+	var queue []Message
+	for i, m := range msgs {
+		if _, behind := q.queuedAt[m.Topic]; behind {
+			queue = append(queue, m)
+			continue
+		}
+		cost := unconfirmedCost(m)
+		if q.bytes+cost > q.max {
+			// No confirmation for that long: the connection is as good
+			// as lost; what was kept goes to the outbox (its topics then
+			// wait behind it), the rest carries on.
+			if err := l.requeueKept(ctx); err != nil {
+				return err
+			}
+			q.w = w
+			if _, behind := q.queuedAt[m.Topic]; behind || cost > q.max {
+				queue = append(queue, m)
+				continue
+			}
+		}
+		end, err := w.writePublish0(l.base, m.Topic, m.Retain, m.Payload)
+		if err != nil {
+			if err := l.requeueKept(ctx); err != nil {
+				return err
+			}
+			return l.queueDirect(ctx, append(queue, msgs[i:]...))
+		}
+		q.kept = append(q.kept, keptMsg{end, m})
+		q.bytes += cost
+	}
+	if q.bytes > 0 {
+		if now := time.Now(); now.Sub(q.lastPing) >= l.confirmEvery && w.ping() {
+			q.lastPing = now
+		}
+	}
+	if len(queue) > 0 {
+		return l.queueDirect(ctx, queue)
+	}
+	return nil
+}
+
+// queueDirect queues QoS 0 messages in the outbox and remembers, per
+// topic, a sequence number at or above the last one queued (q0.mu held).
+func (l *Link) queueDirect(ctx context.Context, msgs []Message) error {
+	err := l.enqueue(ctx, msgs)
+	last := l.opts.Outbox.Stats().LastSeq
+	for _, m := range msgs {
+		l.q0.queuedAt[m.Topic] = last
+	}
+	return err
+}
+
+// trim forgets the kept messages the broker has read: those written
+// before offset confirmed.
+func (q *q0State) trim(confirmed uint64) {
+	for q.head < len(q.kept) && q.kept[q.head].end <= confirmed {
+		q.bytes -= unconfirmedCost(q.kept[q.head].m)
+		q.kept[q.head] = keptMsg{}
+		q.head++
+	}
+	switch {
+	case q.head == len(q.kept):
+		q.kept, q.head = q.kept[:0], 0
+	case q.head >= 1024 && q.head*2 >= len(q.kept):
+		n := copy(q.kept, q.kept[q.head:])
+		clear(q.kept[n:])
+		q.kept, q.head = q.kept[:n], 0
+	}
+}
+
+// dropKept forgets every kept message: the broker confirmed them
+// otherwise (q0.mu held).
+func (l *Link) dropKept() {
+	q := &l.q0
+	clear(q.kept)
+	q.kept, q.head, q.bytes, q.w = q.kept[:0], 0, 0, nil
+}
+
+// requeueKept queues the kept messages the broker has not confirmed, in
+// the order written, for the next connection (q0.mu held). It runs once
+// the connection they were written to ended or failed, also while the
+// link stops.
+func (l *Link) requeueKept(ctx context.Context) error {
+	q := &l.q0
+	if q.w != nil {
+		q.trim(q.w.confirmedAt())
+	}
+	var msgs []Message
+	for _, k := range q.kept[q.head:] {
+		msgs = append(msgs, k.m)
+	}
+	l.dropKept()
+	if len(msgs) == 0 {
+		return nil
+	}
+	return l.queueDirect(context.WithoutCancel(ctx), msgs)
+}

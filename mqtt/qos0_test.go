@@ -1,0 +1,228 @@
+package mqtt
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/eclipse/paho.mqtt.golang/packets"
+)
+
+// linkClient is a paho client for runConnection: connected, a publish
+// completes at once (acked says whether with an error), disconnect does
+// nothing.
+type linkClient struct {
+	paho.Client
+	nack bool
+}
+
+func (linkClient) IsConnectionOpen() bool { return true }
+func (linkClient) Disconnect(uint)        {}
+func (c linkClient) Publish(string, byte, bool, any) paho.Token {
+	if c.nack {
+		return doneToken{errors.New("not acknowledged")}
+	}
+	return doneToken{}
+}
+
+// doneToken is a completed paho token.
+type doneToken struct{ err error }
+
+func (doneToken) Wait() bool                     { return true }
+func (doneToken) WaitTimeout(time.Duration) bool { return true }
+func (doneToken) Done() <-chan struct{}          { c := make(chan struct{}); close(c); return c }
+func (t doneToken) Error() error                 { return t.err }
+
+// connected is a link whose connection runs on a TCP pair over the wire
+// (runConnection, as connectLoop after a CONNACK): it returns the link,
+// its outbox, the broker's end, the wire, the connection's lost channel
+// (paho's connection-lost handler) and a channel closed when
+// runConnection returned. A goroutine reads the wire as paho's reader
+// does.
+func connected(t *testing.T, ctx context.Context, c paho.Client) (*Link, *memOutbox, net.Conn, *wire, chan error, chan struct{}) {
+	t.Helper()
+	ob := newMemOutbox()
+	l, err := New(Options{ApplianceID: "edge1", Config: Config{Brokers: []string{"tcp://127.0.0.1:1"}},
+		Gateway: &fakeGateway{}, Outbox: ob, Seen: &memSeen{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, s := tcpPair(t)
+	w := newWire(cc, 5*time.Second)
+	go func() {
+		for {
+			if _, err := packets.ReadPacket(w); err != nil {
+				return
+			}
+		}
+	}()
+	lost := make(chan error, 1)
+	done := make(chan struct{})
+	go func() { defer close(done); l.runConnection(ctx, c, w, "tcp://broker", lost) }()
+	for deadline := time.Now().Add(5 * time.Second); !l.State().Connected; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("runConnection did not take the connection")
+		}
+	}
+	return l, ob, s, w, lost, done
+}
+
+func tagMsgs(prefix string, n int) []Message {
+	out := make([]Message, n)
+	for i := range out {
+		out[i] = Message{Topic: fmt.Sprintf("tags/%s%d", prefix, i), Payload: []byte(fmt.Sprintf("%s%d", prefix, i))}
+	}
+	return out
+}
+
+func payloads(q []Queued) []string {
+	out := make([]string, len(q))
+	for i, m := range q {
+		out[i] = string(m.Payload)
+	}
+	return out
+}
+
+// TestPublishDirect_WrittenButUnreadWhenTheConnectionIsLostIsQueued: a
+// QoS 0 message is written to a connection whose writes still succeed
+// while the broker is going away (https://github.com/eclipse-paho/paho.mqtt.golang/issues/630:
+// no acknowledgement exists at QoS 0); the broker never reads it and the
+// connection is lost. The message is then in the outbox (at QoS 1, in
+// order), not lost.
+func TestPublishDirect_WrittenButUnreadWhenTheConnectionIsLostIsQueued(t *testing.T) {
+	l, ob, s, _, lost, done := connected(t, context.Background(), linkClient{})
+	if err := l.publishDirect(context.Background(), tagMsgs("a", 3)); err != nil {
+		t.Fatal(err)
+	}
+	if q, _ := ob.Read(0, 10); len(q) != 0 {
+		t.Fatalf("queued while connected: %v", payloads(q))
+	}
+	s.Close() // the broker stops without reading
+	lost <- errors.New("EOF")
+	<-done
+	q, _ := ob.Read(0, 10)
+	if got := fmt.Sprint(payloads(q)); got != "[a0 a1 a2]" || q[0].Topic != "qubiq/v1/edge1/tags/a0" {
+		t.Fatalf("queued after the connection was lost: %s, want [a0 a1 a2]", got)
+	}
+	// Their topics now wait behind them (order per topic).
+	if err := l.publishDirect(context.Background(), tagMsgs("a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if q, _ := ob.Read(0, 10); len(q) != 4 || string(q[3].Payload) != "a0" {
+		t.Fatalf("queued %v, want a0 behind the others", payloads(q))
+	}
+}
+
+// broker reads the link's packets on s and answers each PINGREQ with a
+// PINGRESP while answer is open; it sends the payloads of the QoS 0
+// publishes it read on got.
+func broker(s net.Conn, answer <-chan struct{}, got chan<- string) {
+	r := bufio.NewReader(s)
+	for {
+		cp, err := packets.ReadPacket(r)
+		if err != nil {
+			return
+		}
+		switch p := cp.(type) {
+		case *packets.PublishPacket:
+			got <- string(p.Payload)
+		case *packets.PingreqPacket:
+			select {
+			case <-answer:
+				return
+			default:
+			}
+			if err := packets.NewControlPacket(packets.Pingresp).Write(s); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// TestPublishDirect_ConfirmedByAPingResponseIsNotQueuedAgain: the link
+// asks the broker for a PINGRESP after QoS 0 publishes; the broker read
+// everything written before the PINGREQ it answered (MQTT 3.1.1 §3.12,
+// one ordered stream), so when the connection is lost only what was
+// written after that is queued again.
+func TestPublishDirect_ConfirmedByAPingResponseIsNotQueuedAgain(t *testing.T) {
+	l, ob, s, w, lost, done := connected(t, context.Background(), linkClient{})
+	stop := make(chan struct{})
+	got := make(chan string, 16)
+	go broker(s, stop, got)
+	if err := l.publishDirect(context.Background(), tagMsgs("a", 2)); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		<-got
+	}
+	for deadline := time.Now().Add(5 * time.Second); w.confirmedAt() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no PINGRESP confirmed the first publishes")
+		}
+	}
+	close(stop) // the broker answers no more pings
+	l.confirmEvery = 0
+	if err := l.publishDirect(context.Background(), tagMsgs("b", 2)); err != nil {
+		t.Fatal(err)
+	}
+	lost <- errors.New("EOF")
+	<-done
+	q, _ := ob.Read(0, 10)
+	if got := fmt.Sprint(payloads(q)); got != "[b0 b1]" {
+		t.Fatalf("queued after the connection was lost: %s, want [b0 b1] (a0 a1 were confirmed)", got)
+	}
+}
+
+// TestPublishDirect_UnconfirmedPastTheBoundIsQueued: the QoS 0 messages
+// kept until the broker confirms them are bounded; a connection that
+// confirmed nothing while that much was written counts as lost: what was
+// kept is queued in the outbox, and the later values go on, so memory
+// stays bounded and still nothing is lost.
+func TestPublishDirect_UnconfirmedPastTheBoundIsQueued(t *testing.T) {
+	l, ob, s, _, lost, done := connected(t, context.Background(), linkClient{})
+	defer s.Close() // the broker never reads: no PINGRESP
+	l.q0.max = 3 * unconfirmedCost(tagMsgs("a", 1)[0])
+	if err := l.publishDirect(context.Background(), tagMsgs("a", 5)); err != nil {
+		t.Fatal(err)
+	}
+	q, _ := ob.Read(0, 10)
+	if got := fmt.Sprint(payloads(q)); got != "[a0 a1 a2]" {
+		t.Fatalf("queued %s, want [a0 a1 a2] (the three kept when a3 came)", got)
+	}
+	if l.q0.bytes > l.q0.max {
+		t.Fatalf("%d bytes unconfirmed, bound %d", l.q0.bytes, l.q0.max)
+	}
+	lost <- errors.New("EOF")
+	<-done
+	q, _ = ob.Read(0, 10)
+	if got := fmt.Sprint(payloads(q)); got != "[a0 a1 a2 a3 a4]" {
+		t.Fatalf("queued %s, want every message once, in order", got)
+	}
+}
+
+// TestRunConnection_StopQueuesUnconfirmedUnlessTheStatusWasAcked: on a
+// clean stop the offline status (QoS 1) is published after the QoS 0
+// messages; its PUBACK confirms them, else they are queued for the next
+// start.
+func TestRunConnection_StopQueuesUnconfirmedUnlessTheStatusWasAcked(t *testing.T) {
+	for _, nack := range []bool{false, true} {
+		ctx, cancel := context.WithCancel(context.Background())
+		l, ob, s, _, _, done := connected(t, ctx, linkClient{nack: nack})
+		if err := l.publishDirect(ctx, tagMsgs("a", 2)); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		<-done
+		s.Close()
+		q, _ := ob.Read(0, 10)
+		want := map[bool]string{false: "[]", true: "[a0 a1]"}[nack]
+		if got := fmt.Sprint(payloads(q)); got != want {
+			t.Errorf("status not acknowledged %v: queued %s, want %s", nack, got, want)
+		}
+	}
+}
