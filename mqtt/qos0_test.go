@@ -13,22 +13,31 @@ import (
 	"github.com/eclipse/paho.mqtt.golang/packets"
 )
 
-// linkClient is a paho client for runConnection: connected, a publish
-// completes at once (acked says whether with an error), disconnect does
-// nothing.
+// linkClient is a paho client for runConnection: connected, disconnect
+// does nothing, and a publish completes at once (with an error when nack)
+// or, silent, never (a broker that reads nothing acknowledges nothing).
 type linkClient struct {
 	paho.Client
-	nack bool
+	nack, silent bool
 }
 
 func (linkClient) IsConnectionOpen() bool { return true }
 func (linkClient) Disconnect(uint)        {}
 func (c linkClient) Publish(string, byte, bool, any) paho.Token {
-	if c.nack {
+	switch {
+	case c.silent:
+		return silentToken{}
+	case c.nack:
 		return doneToken{errors.New("not acknowledged")}
 	}
 	return doneToken{}
 }
+
+// silentToken is a paho token that never completes.
+type silentToken struct{ paho.Token }
+
+func (silentToken) WaitTimeout(time.Duration) bool { return false }
+func (silentToken) Done() <-chan struct{}          { return nil }
 
 // doneToken is a completed paho token.
 type doneToken struct{ err error }
@@ -95,7 +104,7 @@ func payloads(q []Queued) []string {
 // connection is lost. The message is then in the outbox (at QoS 1, in
 // order), not lost.
 func TestPublishDirect_WrittenButUnreadWhenTheConnectionIsLostIsQueued(t *testing.T) {
-	l, ob, s, _, lost, done := connected(t, context.Background(), linkClient{})
+	l, ob, s, _, lost, done := connected(t, context.Background(), linkClient{silent: true})
 	if err := l.publishDirect(context.Background(), tagMsgs("a", 3)); err != nil {
 		t.Fatal(err)
 	}
@@ -184,8 +193,8 @@ func TestPublishDirect_ConfirmedByAPingResponseIsNotQueuedAgain(t *testing.T) {
 // kept is queued in the outbox, and the later values go on, so memory
 // stays bounded and still nothing is lost.
 func TestPublishDirect_UnconfirmedPastTheBoundIsQueued(t *testing.T) {
-	l, ob, s, _, lost, done := connected(t, context.Background(), linkClient{})
-	defer s.Close() // the broker never reads: no PINGRESP
+	l, ob, s, _, lost, done := connected(t, context.Background(), linkClient{silent: true})
+	defer s.Close() // the broker never reads: no PINGRESP, no PUBACK
 	l.q0.max = 3 * unconfirmedCost(tagMsgs("a", 1)[0])
 	if err := l.publishDirect(context.Background(), tagMsgs("a", 5)); err != nil {
 		t.Fatal(err)
@@ -226,3 +235,52 @@ func TestRunConnection_StopQueuesUnconfirmedUnlessTheStatusWasAcked(t *testing.T
 		}
 	}
 }
+
+// TestWire_PingrespConfirmsWhatWasWrittenBeforeItsPingreq: the wire
+// follows the broker's packets however the reads split them (a payload
+// holding the bytes of a PINGRESP is no PINGRESP); each PINGRESP answers
+// the oldest PINGREQ outstanding, the link's (ping) or paho's (a Write),
+// and confirms every byte written before it.
+func TestWire_PingrespConfirmsWhatWasWrittenBeforeItsPingreq(t *testing.T) {
+	c, _ := tcpPair(t)
+	w := newWire(c, 5*time.Second)
+	defer w.Close()
+	e1, err := w.writePublish0("q", "t", false, []byte("1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !w.ping() || w.ping() {
+		t.Fatal("ping: want one PINGREQ written, then none while it is outstanding")
+	}
+	e2, _ := w.writePublish0("q", "t", false, []byte("2"))
+	w.Write(pingreq[:]) // paho's keep-alive
+	e3, _ := w.writePublish0("q", "t", false, []byte("3"))
+
+	var in []byte
+	pub := packets.NewControlPacket(packets.Publish).(*packets.PublishPacket)
+	pub.TopicName, pub.Payload = "cmd/x", []byte{0xd0, 0, 0xd0, 0}
+	var b writeBuf
+	pub.Write(&b)
+	in = append(in, b...)
+	in = append(in, 0xd0, 0) // answers the link's PINGREQ
+	in = append(in, b...)
+	for i := range in { // one byte per read
+		w.scan(in[i : i+1])
+	}
+	if got := w.confirmedAt(); got <= e1 || got >= e2 {
+		t.Fatalf("confirmed up to %d; want past the first publish (%d), before the second (%d)", got, e1, e2)
+	}
+	w.scan([]byte{0xd0, 0}) // answers paho's
+	if got := w.confirmedAt(); got <= e2 || got >= e3 {
+		t.Fatalf("confirmed up to %d; want past the second publish (%d), before the third (%d)", got, e2, e3)
+	}
+	w.scan([]byte{0xd0, 0}) // none outstanding: nothing more confirmed
+	if got := w.confirmedAt(); got >= e3 {
+		t.Fatalf("confirmed up to %d, past the third publish (%d) no PINGREQ followed", got, e3)
+	}
+}
+
+// writeBuf is an io.Writer into a byte slice.
+type writeBuf []byte
+
+func (b *writeBuf) Write(p []byte) (int, error) { *b = append(*b, p...); return len(p), nil }
