@@ -256,10 +256,12 @@ func (l *Link) runConnection(ctx context.Context, c paho.Client, w *wire, broker
 	}
 	cancel()
 	<-fwdDone
-	// The QoS 0 path is held while the connection ends, so no value is
-	// written to it after this (qos0.go).
-	l.q0.mu.Lock()
-	defer l.q0.mu.Unlock()
+	if why == nil {
+		// Stopping: the QoS 0 path is held from here, so nothing is
+		// written to the connection after the offline status (qos0.go).
+		l.q0.mu.Lock()
+		defer l.q0.mu.Unlock()
+	}
 	l.mu.Lock()
 	l.client, l.wire = nil, nil
 	l.state.Connected = false
@@ -267,8 +269,10 @@ func (l *Link) runConnection(ctx context.Context, c paho.Client, w *wire, broker
 	if why != nil {
 		l.setError(broker, why)
 		l.log.Warn("mqtt connection lost", slog.String("broker", broker), slog.Any("err", why))
+		c.Disconnect(0) // the wire is closed (by paho on a loss, or here): a QoS 0 write waiting for room in it fails
+		l.q0.mu.Lock()
 		l.requeueQoS0(ctx)
-		c.Disconnect(0)
+		l.q0.mu.Unlock()
 		return
 	}
 	// Stopping: say offline (retained) before the clean disconnect, which

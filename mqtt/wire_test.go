@@ -23,7 +23,7 @@ import (
 	"github.com/eclipse/paho.mqtt.golang/packets"
 )
 
-func tcpPair(t *testing.T) (client, server net.Conn) {
+func tcpPair(t testing.TB) (client, server net.Conn) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
