@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// QoS 0 tag values (docs/mqtt.md, "QoS 0"): written straight to the
+// QoS 0 tag values (docs/mqtt.md, "Writes"): written straight to the
 // connection's wire while the link is up, queued in the outbox (at QoS 1)
 // while it is down. A QoS 0 publish has no acknowledgement, and a write
 // succeeds as soon as the bytes are in the socket's buffer: a value written
