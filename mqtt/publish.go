@@ -145,6 +145,7 @@ func (l *Link) publishTags(ctx context.Context) {
 					delete(latest, p)
 				}
 			}
+			l.confirmQoS0()
 			if d := dropped(); d > lost {
 				l.log.Warn("mqtt tag publishing fell behind: changes lost", slog.Uint64("lost", d-lost))
 				lost = d

@@ -15,7 +15,8 @@ import (
 // https://github.com/eclipse-paho/paho.mqtt.golang/issues/630). So the
 // link keeps what it wrote since the broker last proved it had read the
 // stream (a PINGRESP to a PINGREQ written after it, wire.go), asks for
-// such a proof at most every confirmEvery while values flow, and when the
+// such a proof at most every confirmEvery while values are kept
+// (publishDirect, and publishTags' tick: confirmQoS0), and when the
 // connection ends without one, queues what it kept in the outbox: it goes
 // out again at QoS 1 on the next connection, maybe a second time (same
 // seq), never not at all. What is kept is bounded (maxUnconfirmed): a
@@ -128,15 +129,35 @@ func (l *Link) publishDirect(ctx context.Context, msgs []Message) error {
 		q.kept = append(q.kept, keptMsg{end, m})
 		q.bytes += cost
 	}
-	if q.bytes > 0 {
-		if now := time.Now(); now.Sub(q.lastPing) >= l.confirmEvery && w.ping() {
-			q.lastPing = now
-		}
-	}
+	q.askConfirm(l.confirmEvery)
 	if len(queue) > 0 {
 		return l.queueDirect(ctx, queue)
 	}
 	return nil
+}
+
+// confirmQoS0 asks the broker to confirm the kept QoS 0 values, as
+// publishDirect does after writing; publishTags calls it on its tick, so
+// the last values of a burst are confirmed too, not only at the next one.
+func (l *Link) confirmQoS0() {
+	q := &l.q0
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.w != nil {
+		q.trim(q.w.confirmedAt())
+	}
+	q.askConfirm(l.confirmEvery)
+}
+
+// askConfirm writes a PINGREQ when values are kept unconfirmed, none is
+// outstanding and the last was at least every ago (q.mu held).
+func (q *q0State) askConfirm(every time.Duration) {
+	if q.bytes == 0 || q.w == nil {
+		return
+	}
+	if now := time.Now(); now.Sub(q.lastPing) >= every && q.w.ping() {
+		q.lastPing = now
+	}
 }
 
 // queueDirect queues QoS 0 messages in the outbox and remembers, per

@@ -169,11 +169,7 @@ func TestPublishDirect_ConfirmedByAPingResponseIsNotQueuedAgain(t *testing.T) {
 	for range 2 {
 		<-got
 	}
-	for deadline := time.Now().Add(5 * time.Second); w.confirmedAt() == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("no PINGRESP confirmed the first publishes")
-		}
-	}
+	waitConfirmed(t, w, 1)
 	close(stop) // the broker answers no more pings
 	l.confirmEvery = 0
 	if err := l.publishDirect(context.Background(), tagMsgs("b", 2)); err != nil {
@@ -184,6 +180,49 @@ func TestPublishDirect_ConfirmedByAPingResponseIsNotQueuedAgain(t *testing.T) {
 	q, _ := ob.Read(0, 10)
 	if got := fmt.Sprint(payloads(q)); got != "[b0 b1]" {
 		t.Fatalf("queued after the connection was lost: %s, want [b0 b1] (a0 a1 were confirmed)", got)
+	}
+}
+
+// TestConfirmQoS0_ConfirmsTheLastValuesOfABurst: values written within
+// confirmEvery of the last PINGREQ get none from publishDirect; the tick's
+// confirmQoS0 asks for it, so they are confirmed without waiting for the
+// next values, and a connection lost later queues nothing again.
+func TestConfirmQoS0_ConfirmsTheLastValuesOfABurst(t *testing.T) {
+	l, ob, s, w, lost, done := connected(t, context.Background(), linkClient{})
+	got := make(chan string, 16)
+	go broker(s, nil, got)
+	l.confirmEvery = time.Hour
+	if err := l.publishDirect(context.Background(), tagMsgs("a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	waitConfirmed(t, w, 1)
+	if err := l.publishDirect(context.Background(), tagMsgs("b", 2)); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		<-got
+	}
+	end := l.q0.kept[len(l.q0.kept)-1].end
+	if w.confirmedAt() >= end {
+		t.Fatal("the burst's last values were confirmed without a PINGREQ after them")
+	}
+	l.confirmQoS0() // within confirmEvery: nothing asked
+	l.confirmEvery = 0
+	l.confirmQoS0()
+	waitConfirmed(t, w, end)
+	lost <- errors.New("EOF")
+	<-done
+	if q, _ := ob.Read(0, 10); len(q) != 0 {
+		t.Fatalf("queued after the connection was lost: %v, want nothing (all confirmed)", payloads(q))
+	}
+}
+
+func waitConfirmed(t *testing.T, w *wire, off uint64) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); w.confirmedAt() < off; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("confirmed up to %d, want %d: no PINGRESP", w.confirmedAt(), off)
+		}
 	}
 }
 
