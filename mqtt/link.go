@@ -42,10 +42,9 @@ type Link struct {
 	nextSub  int
 	lastLive time.Time
 
-	pubSeq       atomic.Uint64 // sequence number of published tag messages
-	q0           q0State       // QoS 0 values written but not yet confirmed (qos0.go)
-	confirmEvery time.Duration // how often at most to ask for a PINGRESP while QoS 0 values are unconfirmed
-	counters     struct {
+	pubSeq   atomic.Uint64 // sequence number of published tag messages
+	q0       q0State       // QoS 0 values written but not yet confirmed (qos0.go)
+	counters struct {
 		accepted, refused, busyDropped atomic.Uint64
 	}
 
@@ -124,7 +123,7 @@ func New(opts Options) (*Link, error) {
 	}
 	l := &Link{opts: opts, cfg: cfg, base: BaseTopic(opts.ApplianceID), keys: kr, tls: tc, pass: pass,
 		log: opts.Log, start: time.Now(), cmds: make(chan inbound, opts.Queue), busy: make(chan inbound, 1024),
-		filters: map[int]*topicSub{}, confirmEvery: defaultConfirmEvery}
+		filters: map[int]*topicSub{}}
 	l.q0.queuedAt, l.q0.max = map[string]uint64{}, maxUnconfirmed
 	l.state.RequireSigned = cfg.RequireSigned
 	return l, nil

@@ -2,8 +2,8 @@ package mqtt
 
 import (
 	"context"
+	"log/slog"
 	"sync"
-	"time"
 )
 
 // QoS 0 tag values (docs/mqtt.md, "Writes"): written straight to the
@@ -15,8 +15,9 @@ import (
 // https://github.com/eclipse-paho/paho.mqtt.golang/issues/630). So the
 // link keeps what it wrote since the broker last proved it had read the
 // stream (a PINGRESP to a PINGREQ written after it, wire.go), asks for
-// such a proof at most every confirmEvery while values are kept
-// (publishDirect, and publishTags' tick: confirmQoS0), and when the
+// such a proof after writing values unless a PINGREQ is outstanding (its
+// answer comes first; publishTags' tick asks again for what it did not
+// cover: confirmQoS0), and when the
 // connection ends without one, queues what it kept in the outbox: it goes
 // out again at QoS 1 on the next connection, maybe a second time (same
 // seq), never not at all. What is kept is bounded (maxUnconfirmed): a
@@ -27,10 +28,6 @@ import (
 // confirms them (unconfirmedCost each): well above what the wire's pending
 // buffer (maxPending) and the sockets' buffers hold in flight.
 const maxUnconfirmed = 32 << 20
-
-// defaultConfirmEvery is how often at most the link asks the broker for a
-// PINGRESP while QoS 0 values are unconfirmed.
-const defaultConfirmEvery = 100 * time.Millisecond
 
 // q0State is the QoS 0 path's state: the topics waiting behind a queued
 // message and the messages written but not yet confirmed. mu is held for
@@ -45,7 +42,6 @@ type q0State struct {
 	head     int
 	bytes    int // unconfirmedCost of kept[head:]
 	max      int // bound of bytes
-	lastPing time.Time
 }
 
 // keptMsg is a QoS 0 message written to the wire up to stream offset end.
@@ -129,7 +125,7 @@ func (l *Link) publishDirect(ctx context.Context, msgs []Message) error {
 		q.kept = append(q.kept, keptMsg{end, m})
 		q.bytes += cost
 	}
-	q.askConfirm(l.confirmEvery)
+	q.askConfirm()
 	if len(queue) > 0 {
 		return l.queueDirect(ctx, queue)
 	}
@@ -138,7 +134,8 @@ func (l *Link) publishDirect(ctx context.Context, msgs []Message) error {
 
 // confirmQoS0 asks the broker to confirm the kept QoS 0 values, as
 // publishDirect does after writing; publishTags calls it on its tick, so
-// the last values of a burst are confirmed too, not only at the next one.
+// values written while a PINGREQ was outstanding are confirmed too, not
+// only after the next pass.
 func (l *Link) confirmQoS0() {
 	q := &l.q0
 	q.mu.Lock()
@@ -146,17 +143,15 @@ func (l *Link) confirmQoS0() {
 	if q.w != nil {
 		q.trim(q.w.confirmedAt())
 	}
-	q.askConfirm(l.confirmEvery)
+	q.askConfirm()
 }
 
-// askConfirm writes a PINGREQ when values are kept unconfirmed, none is
-// outstanding and the last was at least every ago (q.mu held).
-func (q *q0State) askConfirm(every time.Duration) {
-	if q.bytes == 0 || q.w == nil {
-		return
-	}
-	if now := time.Now(); now.Sub(q.lastPing) >= every && q.w.ping() {
-		q.lastPing = now
+// askConfirm writes a PINGREQ when values are kept unconfirmed and none
+// is outstanding (q.mu held). That is at most one a round trip, and one
+// a pass or tick.
+func (q *q0State) askConfirm() {
+	if q.bytes > 0 && q.w != nil {
+		q.w.ping()
 	}
 }
 
@@ -214,5 +209,6 @@ func (l *Link) requeueKept(ctx context.Context) error {
 	if len(msgs) == 0 {
 		return nil
 	}
+	l.log.Info("mqtt QoS 0 values the broker did not confirm: queued to go out again", slog.Int("messages", len(msgs)))
 	return l.queueDirect(context.WithoutCancel(ctx), msgs)
 }

@@ -128,9 +128,9 @@ func TestPublishDirect_WrittenButUnreadWhenTheConnectionIsLostIsQueued(t *testin
 }
 
 // broker reads the link's packets on s and answers each PINGREQ with a
-// PINGRESP while answer is open; it sends the payloads of the QoS 0
-// publishes it read on got.
-func broker(s net.Conn, answer <-chan struct{}, got chan<- string) {
+// PINGRESP once the test sends on pongs (closed: it stops); it sends the
+// payloads of the publishes it read on got.
+func broker(s net.Conn, pongs <-chan struct{}, got chan<- string) {
 	r := bufio.NewReader(s)
 	for {
 		cp, err := packets.ReadPacket(r)
@@ -141,14 +141,31 @@ func broker(s net.Conn, answer <-chan struct{}, got chan<- string) {
 		case *packets.PublishPacket:
 			got <- string(p.Payload)
 		case *packets.PingreqPacket:
-			select {
-			case <-answer:
+			if _, ok := <-pongs; !ok {
 				return
-			default:
 			}
 			if err := packets.NewControlPacket(packets.Pingresp).Write(s); err != nil {
 				return
 			}
+		}
+	}
+}
+
+// answering is connected with broker reading the connection.
+func answering(t *testing.T) (*Link, *memOutbox, *wire, chan error, chan struct{}, chan struct{}, chan string) {
+	t.Helper()
+	l, ob, s, w, lost, done := connected(t, context.Background(), linkClient{silent: true})
+	pongs, got := make(chan struct{}), make(chan string, 16)
+	go broker(s, pongs, got)
+	t.Cleanup(func() { close(pongs) })
+	return l, ob, w, lost, done, pongs, got
+}
+
+func waitConfirmed(t *testing.T, w *wire, off uint64) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); w.confirmedAt() < off; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("confirmed up to %d, want %d: no PINGRESP", w.confirmedAt(), off)
 		}
 	}
 }
@@ -159,21 +176,17 @@ func broker(s net.Conn, answer <-chan struct{}, got chan<- string) {
 // one ordered stream), so when the connection is lost only what was
 // written after that is queued again.
 func TestPublishDirect_ConfirmedByAPingResponseIsNotQueuedAgain(t *testing.T) {
-	l, ob, s, w, lost, done := connected(t, context.Background(), linkClient{})
-	stop := make(chan struct{})
-	got := make(chan string, 16)
-	go broker(s, stop, got)
+	l, ob, w, lost, done, pongs, got := answering(t)
 	if err := l.publishDirect(context.Background(), tagMsgs("a", 2)); err != nil {
 		t.Fatal(err)
 	}
-	for range 2 {
-		<-got
-	}
-	waitConfirmed(t, w, 1)
-	close(stop) // the broker answers no more pings
-	l.confirmEvery = 0
+	pongs <- struct{}{}
+	waitConfirmed(t, w, l.q0.kept[1].end)
 	if err := l.publishDirect(context.Background(), tagMsgs("b", 2)); err != nil {
 		t.Fatal(err)
+	}
+	for range 4 {
+		<-got // the broker read b0 b1 too, but confirms nothing more
 	}
 	lost <- errors.New("EOF")
 	<-done
@@ -183,46 +196,32 @@ func TestPublishDirect_ConfirmedByAPingResponseIsNotQueuedAgain(t *testing.T) {
 	}
 }
 
-// TestConfirmQoS0_ConfirmsTheLastValuesOfABurst: values written within
-// confirmEvery of the last PINGREQ get none from publishDirect; the tick's
-// confirmQoS0 asks for it, so they are confirmed without waiting for the
-// next values, and a connection lost later queues nothing again.
-func TestConfirmQoS0_ConfirmsTheLastValuesOfABurst(t *testing.T) {
-	l, ob, s, w, lost, done := connected(t, context.Background(), linkClient{})
-	got := make(chan string, 16)
-	go broker(s, nil, got)
-	l.confirmEvery = time.Hour
+// TestConfirmQoS0_ConfirmsWhatWasWrittenWhileAPingWasOutstanding: values
+// written while the link's PINGREQ is unanswered get no PINGREQ of their
+// own (one is outstanding at a time); publishTags' tick (confirmQoS0)
+// asks for one once it was answered, so they are confirmed without
+// waiting for the next values, and a connection lost later queues nothing.
+func TestConfirmQoS0_ConfirmsWhatWasWrittenWhileAPingWasOutstanding(t *testing.T) {
+	l, ob, w, lost, done, pongs, _ := answering(t)
 	if err := l.publishDirect(context.Background(), tagMsgs("a", 1)); err != nil {
 		t.Fatal(err)
 	}
-	waitConfirmed(t, w, 1)
 	if err := l.publishDirect(context.Background(), tagMsgs("b", 2)); err != nil {
 		t.Fatal(err)
 	}
-	for range 3 {
-		<-got
-	}
+	pongs <- struct{}{}
+	waitConfirmed(t, w, l.q0.kept[0].end)
 	end := l.q0.kept[len(l.q0.kept)-1].end
 	if w.confirmedAt() >= end {
-		t.Fatal("the burst's last values were confirmed without a PINGREQ after them")
+		t.Fatal("b0 b1 confirmed by the PINGREQ written before them")
 	}
-	l.confirmQoS0() // within confirmEvery: nothing asked
-	l.confirmEvery = 0
 	l.confirmQoS0()
+	pongs <- struct{}{}
 	waitConfirmed(t, w, end)
 	lost <- errors.New("EOF")
 	<-done
 	if q, _ := ob.Read(0, 10); len(q) != 0 {
 		t.Fatalf("queued after the connection was lost: %v, want nothing (all confirmed)", payloads(q))
-	}
-}
-
-func waitConfirmed(t *testing.T, w *wire, off uint64) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); w.confirmedAt() < off; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("confirmed up to %d, want %d: no PINGRESP", w.confirmedAt(), off)
-		}
 	}
 }
 
