@@ -38,16 +38,18 @@ type q0State struct {
 	mu       sync.Mutex
 	queuedAt map[string]uint64 // QoS 0 topics with a message in the outbox: a sequence number at or above its last
 	w        *wire             // the wire the kept messages were written to
-	kept     []keptMsg         // written to w, not yet confirmed, in write order from head
+	kept     []keptRun         // written to w, not yet confirmed, in write order from head
 	head     int
 	bytes    int // unconfirmedCost of kept[head:]
 	max      int // bound of bytes
 }
 
-// keptMsg is a QoS 0 message written to the wire up to stream offset end.
-type keptMsg struct {
-	end uint64
-	m   Message
+// keptRun is QoS 0 messages written to the wire one after the other,
+// the last up to stream offset end, and what keeping them costs.
+type keptRun struct {
+	msgs []Message
+	end  uint64
+	cost int
 }
 
 // unconfirmedCost is what keeping m costs: its payload and its entry (the
@@ -65,7 +67,7 @@ func unconfirmedCost(m Message) int { return len(m.Payload) + 80 }
 // QoS 0 publish has no state for the client to keep), and kept until the
 // broker confirms it read them; when the wire has failed or closed, what
 // was kept unconfirmed, then the message and the rest, are queued instead.
-// Only publishTags calls it.
+// Only publishTags calls it; msgs is kept (it must not change after).
 func (l *Link) publishDirect(ctx context.Context, msgs []Message) error {
 	q := &l.q0
 	q.mu.Lock()
@@ -95,36 +97,51 @@ func (l *Link) publishDirect(ctx context.Context, msgs []Message) error {
 	}
 	q.trim(w.confirmedAt())
 	q.w = w
+	// The messages written go into q.kept as runs: slices of msgs
+	// (msgs[from:i] is the run being written, cost its cost).
 	var queue []Message
+	from, cost, end := 0, 0, uint64(0)
+	keep := func(to int) {
+		if to > from {
+			q.kept = append(q.kept, keptRun{msgs[from:to:to], end, cost})
+			q.bytes += cost
+		}
+		from, cost = to, 0
+	}
 	for i, m := range msgs {
 		if _, behind := q.queuedAt[m.Topic]; behind {
+			keep(i)
+			from = i + 1
 			queue = append(queue, m)
 			continue
 		}
-		cost := unconfirmedCost(m)
-		if q.bytes+cost > q.max {
+		c := unconfirmedCost(m)
+		if q.bytes+cost+c > q.max {
 			// No confirmation for that long: the connection is as good
 			// as lost; what was kept goes to the outbox (its topics then
 			// wait behind it), the rest carries on.
+			keep(i)
 			if err := l.requeueKept(ctx); err != nil {
 				return err
 			}
 			q.w = w
-			if _, behind := q.queuedAt[m.Topic]; behind || cost > q.max {
+			if _, behind := q.queuedAt[m.Topic]; behind || c > q.max {
+				from = i + 1
 				queue = append(queue, m)
 				continue
 			}
 		}
-		end, err := w.writePublish0(l.base, m.Topic, m.Retain, m.Payload)
+		e, err := w.writePublish0(l.base, m.Topic, m.Retain, m.Payload)
 		if err != nil {
+			keep(i)
 			if err := l.requeueKept(ctx); err != nil {
 				return err
 			}
 			return l.queueDirect(ctx, append(queue, msgs[i:]...))
 		}
-		q.kept = append(q.kept, keptMsg{end, m})
-		q.bytes += cost
+		end, cost = e, cost+c
 	}
+	keep(len(msgs))
 	q.askConfirm()
 	if len(queue) > 0 {
 		return l.queueDirect(ctx, queue)
@@ -166,18 +183,18 @@ func (l *Link) queueDirect(ctx context.Context, msgs []Message) error {
 	return err
 }
 
-// trim forgets the kept messages the broker has read: those written
-// before offset confirmed.
+// trim forgets the kept messages the broker has read: the runs written
+// before offset confirmed (a run confirmed in part is kept whole).
 func (q *q0State) trim(confirmed uint64) {
 	for q.head < len(q.kept) && q.kept[q.head].end <= confirmed {
-		q.bytes -= unconfirmedCost(q.kept[q.head].m)
-		q.kept[q.head] = keptMsg{}
+		q.bytes -= q.kept[q.head].cost
+		q.kept[q.head] = keptRun{}
 		q.head++
 	}
 	switch {
 	case q.head == len(q.kept):
 		q.kept, q.head = q.kept[:0], 0
-	case q.head >= 1024 && q.head*2 >= len(q.kept):
+	case q.head >= 256 && q.head*2 >= len(q.kept):
 		n := copy(q.kept, q.kept[q.head:])
 		clear(q.kept[n:])
 		q.kept, q.head = q.kept[:n], 0
@@ -203,7 +220,7 @@ func (l *Link) requeueKept(ctx context.Context) error {
 	}
 	var msgs []Message
 	for _, k := range q.kept[q.head:] {
-		msgs = append(msgs, k.m)
+		msgs = append(msgs, k.msgs...)
 	}
 	l.dropKept()
 	if len(msgs) == 0 {

@@ -181,7 +181,7 @@ func TestPublishDirect_ConfirmedByAPingResponseIsNotQueuedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	pongs <- struct{}{}
-	waitConfirmed(t, w, l.q0.kept[1].end)
+	waitConfirmed(t, w, l.q0.kept[0].end)
 	if err := l.publishDirect(context.Background(), tagMsgs("b", 2)); err != nil {
 		t.Fatal(err)
 	}
@@ -322,3 +322,41 @@ func TestWire_PingrespConfirmsWhatWasWrittenBeforeItsPingreq(t *testing.T) {
 type writeBuf []byte
 
 func (b *writeBuf) Write(p []byte) (int, error) { *b = append(*b, p...); return len(p), nil }
+
+// gateConn is a connection whose writes wait for release, then fail.
+type gateConn struct {
+	net.Conn
+	release chan struct{}
+}
+
+func (g gateConn) Write([]byte) (int, error)      { <-g.release; return 0, errors.New("connection reset") }
+func (gateConn) Close() error                     { return nil }
+func (gateConn) SetWriteDeadline(time.Time) error { return nil }
+
+// TestPublishDirect_WireFailsAfterValuesWereWritten: values are written
+// to the wire, then its system call fails (the connection is reset); the
+// next values find the wire failed: the unconfirmed ones are queued first,
+// then the new ones, in order.
+func TestPublishDirect_WireFailsAfterValuesWereWritten(t *testing.T) {
+	ob := newMemOutbox()
+	l, err := New(Options{ApplianceID: "edge1", Config: Config{Brokers: []string{"tcp://127.0.0.1:1"}},
+		Gateway: &fakeGateway{}, Outbox: ob, Seen: &memSeen{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := gateConn{release: make(chan struct{})}
+	w := newWire(g, time.Second)
+	l.client, l.wire = openClient{}, w
+	if err := l.publishDirect(context.Background(), tagMsgs("a", 2)); err != nil {
+		t.Fatal(err)
+	}
+	close(g.release)
+	<-w.done
+	if err := l.publishDirect(context.Background(), tagMsgs("b", 1)); err != nil {
+		t.Fatal(err)
+	}
+	q, _ := ob.Read(0, 10)
+	if got := fmt.Sprint(payloads(q)); got != "[a0 a1 b0]" {
+		t.Fatalf("queued %s, want [a0 a1 b0]", got)
+	}
+}
