@@ -17,10 +17,9 @@ import (
 // stream (a PINGRESP to a PINGREQ written after it, wire.go), asks for
 // such a proof after writing values unless a PINGREQ is outstanding (its
 // answer comes first; publishTags' tick asks again for what it did not
-// cover: confirmQoS0), and when the
-// connection ends without one, queues what it kept in the outbox: it goes
-// out again at QoS 1 on the next connection, maybe a second time (same
-// seq), never not at all. What is kept is bounded (maxUnconfirmed): a
+// cover: confirmQoS0), and when the connection ends without one, queues
+// what it kept in the outbox: it goes out again at QoS 1 on the next
+// connection, maybe a second time (same seq), never not at all. What is kept is bounded (maxUnconfirmed): a
 // connection that confirms nothing for that long is treated as lost, what
 // was kept is queued, and its topics wait behind it.
 
@@ -85,6 +84,9 @@ func (l *Link) publishDirect(ctx context.Context, msgs []Message) error {
 	var head uint64 // the outbox's oldest sequence number; 0: empty
 	if l.opts.Outbox.Stats().Depth > 0 {
 		if qd, err := l.opts.Outbox.Read(0, 1); err != nil {
+			if err := l.requeueKept(ctx); err != nil { // what was kept goes first: order per topic
+				return err
+			}
 			return l.queueDirect(ctx, msgs)
 		} else if len(qd) > 0 {
 			head = qd[0].Seq
