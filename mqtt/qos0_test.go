@@ -118,12 +118,15 @@ func TestPublishDirect_WrittenButUnreadWhenTheConnectionIsLostIsQueued(t *testin
 	if got := fmt.Sprint(payloads(q)); got != "[a0 a1 a2]" || q[0].Topic != "qubiq/v1/edge1/tags/a0" {
 		t.Fatalf("queued after the connection was lost: %s, want [a0 a1 a2]", got)
 	}
-	// Their topics now wait behind them (order per topic).
-	if err := l.publishDirect(context.Background(), tagMsgs("a", 1)); err != nil {
+	// On the next connection their topics wait behind them (order per
+	// topic); another topic goes straight out.
+	c2, _ := tcpPair(t)
+	l.client, l.wire = openClient{}, newWire(c2, 5*time.Second)
+	if err := l.publishDirect(context.Background(), []Message{tagMsgs("a", 1)[0], {Topic: "tags/c0", Payload: []byte("c0")}}); err != nil {
 		t.Fatal(err)
 	}
-	if q, _ := ob.Read(0, 10); len(q) != 4 || string(q[3].Payload) != "a0" {
-		t.Fatalf("queued %v, want a0 behind the others", payloads(q))
+	if q, _ := ob.Read(0, 10); fmt.Sprint(payloads(q)) != "[a0 a1 a2 a0]" {
+		t.Fatalf("queued %v, want the new a0 behind the others, c0 not queued", payloads(q))
 	}
 }
 
