@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"time"
 )
 
 // QoS 0 tag values (docs/mqtt.md, "Writes"): written straight to the
@@ -19,13 +20,16 @@ import (
 // answer comes first; publishTags' tick asks again for what it did not
 // cover: confirmQoS0), and when the connection ends without one, queues
 // what it kept in the outbox: it goes out again at QoS 1 on the next
-// connection, maybe a second time (same seq), never not at all. What is kept is bounded (maxUnconfirmed): a
-// connection that confirms nothing for that long is treated as lost, what
-// was kept is queued, and its topics wait behind it.
+// connection, maybe a second time (same seq), never not at all. What is
+// kept is bounded (maxUnconfirmed): at the bound a publish waits for the
+// broker to confirm (as for room in the wire's pending buffer), and a
+// connection that confirms nothing within the write timeout is treated as
+// lost: what was kept is queued, and its topics wait behind it.
 
 // maxUnconfirmed bounds the QoS 0 messages kept until the broker
-// confirms them (unconfirmedCost each): well above what the wire's pending
-// buffer (maxPending) and the sockets' buffers hold in flight.
+// confirms them (unconfirmedCost each): above what the wire's pending
+// buffer (maxPending) and the sockets' buffers usually hold in flight, so
+// it holds a publish back only when the broker reads slower than that.
 const maxUnconfirmed = 32 << 20
 
 // q0State is the QoS 0 path's state: the topics waiting behind a queued
@@ -39,8 +43,9 @@ type q0State struct {
 	w        *wire             // the wire the kept messages were written to
 	kept     []keptRun         // written to w, not yet confirmed, in write order from head
 	head     int
-	bytes    int // unconfirmedCost of kept[head:]
-	max      int // bound of bytes
+	bytes    int           // unconfirmedCost of kept[head:]
+	max      int           // bound of bytes
+	wait     time.Duration // how long a publish waits for room under max before the connection counts as lost
 }
 
 // keptRun is QoS 0 messages written to the wire one after the other,
@@ -119,18 +124,20 @@ func (l *Link) publishDirect(ctx context.Context, msgs []Message) error {
 		}
 		c := unconfirmedCost(m)
 		if q.bytes+cost+c > q.max {
-			// No confirmation for that long: the connection is as good
-			// as lost; what was kept goes to the outbox (its topics then
-			// wait behind it), the rest carries on.
 			keep(i)
-			if err := l.requeueKept(ctx); err != nil {
-				return err
-			}
-			q.w = w
-			if _, behind := q.queuedAt[m.Topic]; behind || c > q.max {
-				from = i + 1
-				queue = append(queue, m)
-				continue
+			if !l.awaitRoom(ctx, w, c) {
+				// No confirmation for that long: the connection is as
+				// good as lost; what was kept goes to the outbox (its
+				// topics then wait behind it), the rest carries on.
+				if err := l.requeueKept(ctx); err != nil {
+					return err
+				}
+				q.w = w
+				if _, behind := q.queuedAt[m.Topic]; behind || c > q.max {
+					from = i + 1
+					queue = append(queue, m)
+					continue
+				}
 			}
 		}
 		e, err := w.writePublish0(l.base, m.Topic, m.Retain, m.Payload)
@@ -149,6 +156,34 @@ func (l *Link) publishDirect(ctx context.Context, msgs []Message) error {
 		return l.queueDirect(ctx, queue)
 	}
 	return nil
+}
+
+// awaitRoom waits until the kept values leave room for need more: the
+// broker confirms what it read (a PINGRESP), as a write waits for room in
+// the wire's pending buffer (q0.mu held). It reports false when no room
+// came: the wire ended, ctx ended, or nothing was confirmed within
+// q0.wait.
+func (l *Link) awaitRoom(ctx context.Context, w *wire, need int) bool {
+	q := &l.q0
+	if need > q.max {
+		return false
+	}
+	t := time.NewTimer(q.wait)
+	defer t.Stop()
+	for q.bytes+need > q.max {
+		w.ping()
+		select {
+		case <-w.pongc:
+			q.trim(w.confirmedAt())
+		case <-w.done:
+			return false
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return false
+		}
+	}
+	return true
 }
 
 // confirmQoS0 asks the broker to confirm the kept QoS 0 values, as

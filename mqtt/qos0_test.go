@@ -228,15 +228,47 @@ func TestConfirmQoS0_ConfirmsWhatWasWrittenWhileAPingWasOutstanding(t *testing.T
 	}
 }
 
-// TestPublishDirect_UnconfirmedPastTheBoundIsQueued: the QoS 0 messages
-// kept until the broker confirms them are bounded; a connection that
-// confirmed nothing while that much was written counts as lost: what was
-// kept is queued in the outbox, and the later values go on, so memory
-// stays bounded and still nothing is lost.
+// TestPublishDirect_AtTheBoundWaitsForTheBroker: the QoS 0 messages
+// kept until the broker confirms them are bounded; at the bound a publish
+// asks for a PINGRESP and waits for it (as a write waits for room in the
+// pending buffer), then goes on writing: nothing is queued.
+func TestPublishDirect_AtTheBoundWaitsForTheBroker(t *testing.T) {
+	l, ob, _, lost, done, pongs, got := answering(t)
+	l.q0.max = 3 * unconfirmedCost(tagMsgs("a", 1)[0])
+	wrote := make(chan error, 1)
+	go func() { wrote <- l.publishDirect(context.Background(), tagMsgs("a", 5)) }()
+	for range 3 {
+		<-got
+	}
+	pongs <- struct{}{} // the broker read a0 a1 a2, then the PINGREQ
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		<-got // a3 a4 written after the PINGRESP
+	}
+	if q, _ := ob.Read(0, 10); len(q) != 0 {
+		t.Fatalf("queued %v, want nothing", payloads(q))
+	}
+	if l.q0.bytes > l.q0.max {
+		t.Fatalf("%d bytes unconfirmed, bound %d", l.q0.bytes, l.q0.max)
+	}
+	lost <- errors.New("EOF")
+	<-done
+	if q, _ := ob.Read(0, 10); fmt.Sprint(payloads(q)) != "[a3 a4]" {
+		t.Fatalf("queued after the connection was lost: %v, want [a3 a4] (unconfirmed)", payloads(q))
+	}
+}
+
+// TestPublishDirect_UnconfirmedPastTheBoundIsQueued: a connection that
+// confirms nothing while a publish waits at the bound counts as lost:
+// what was kept is queued in the outbox, and the later values go on, so
+// memory stays bounded and still nothing is lost.
 func TestPublishDirect_UnconfirmedPastTheBoundIsQueued(t *testing.T) {
 	l, ob, s, _, lost, done := connected(t, context.Background(), linkClient{silent: true})
 	defer s.Close() // the broker never reads: no PINGRESP, no PUBACK
 	l.q0.max = 3 * unconfirmedCost(tagMsgs("a", 1)[0])
+	l.q0.wait = time.Millisecond
 	if err := l.publishDirect(context.Background(), tagMsgs("a", 5)); err != nil {
 		t.Fatal(err)
 	}

@@ -54,9 +54,10 @@ type wire struct {
 	wake    chan struct{}
 	done    chan struct{}
 
-	off       uint64   // bytes written so far: the stream offset of the next packet
-	pings     []uint64 // the offset just past each PINGREQ written and not yet answered, oldest first
-	confirmed uint64   // the broker has read every byte before this offset (a PINGRESP came)
+	off       uint64        // bytes written so far: the stream offset of the next packet
+	pings     []uint64      // the offset just past each PINGREQ written and not yet answered, oldest first
+	confirmed uint64        // the broker has read every byte before this offset (a PINGRESP came)
+	pongc     chan struct{} // signalled on every PINGRESP
 
 	rx rxScan // the reader's place in the broker's packets (paho's reader only)
 }
@@ -76,7 +77,7 @@ type rxScan struct {
 var pingreq = [2]byte{0xc0, 0}
 
 func newWire(c net.Conn, timeout time.Duration) *wire {
-	w := &wire{Conn: c, timeout: timeout, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	w := &wire{Conn: c, timeout: timeout, wake: make(chan struct{}, 1), done: make(chan struct{}), pongc: make(chan struct{}, 1)}
 	w.cond = sync.NewCond(&w.mu)
 	go w.writer()
 	return w
@@ -179,6 +180,10 @@ func (w *wire) pong() {
 	}
 	w.confirmed = w.pings[0]
 	w.pings = append(w.pings[:0], w.pings[1:]...)
+	select {
+	case w.pongc <- struct{}{}:
+	default:
+	}
 }
 
 // writePublish0 queues a PUBLISH packet at QoS 0 (MQTT 3.1.1 §3.3) on
