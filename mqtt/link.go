@@ -124,7 +124,7 @@ func New(opts Options) (*Link, error) {
 	l := &Link{opts: opts, cfg: cfg, base: BaseTopic(opts.ApplianceID), keys: kr, tls: tc, pass: pass,
 		log: opts.Log, start: time.Now(), cmds: make(chan inbound, opts.Queue), busy: make(chan inbound, 1024),
 		filters: map[int]*topicSub{}}
-	l.q0.queuedAt, l.q0.max, l.q0.wait = map[string]uint64{}, maxUnconfirmed, writeTimeout
+	l.q0.queuedAt, l.q0.max, l.q0.wait, l.q0.spacing = map[string]uint64{}, maxUnconfirmed, writeTimeout, pingSpacing
 	l.state.RequireSigned = cfg.RequireSigned
 	return l, nil
 }

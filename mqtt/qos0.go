@@ -10,27 +10,31 @@ import (
 // QoS 0 tag values (docs/mqtt.md, "Writes"): written straight to the
 // connection's wire while the link is up, queued in the outbox (at QoS 1)
 // while it is down. A QoS 0 publish has no acknowledgement, and a write
-// succeeds as soon as the bytes are in the socket's buffer: a value written
-// while the connection is already dying, before anything noticed, never
-// reaches the broker (for paho's own QoS 0 path the same loss:
+// succeeds as soon as the bytes are in the socket's buffer: a value
+// written while the connection is already dying, before anything noticed,
+// never reaches the broker (for paho's own QoS 0 path the same loss:
 // https://github.com/eclipse-paho/paho.mqtt.golang/issues/630). So the
 // link keeps what it wrote since the broker last proved it had read the
 // stream (a PINGRESP to a PINGREQ written after it, wire.go), asks for
 // such a proof after writing values unless a PINGREQ is outstanding (its
-// answer comes first; publishTags' tick asks again for what it did not
-// cover: confirmQoS0), and when the connection ends without one, queues
-// what it kept in the outbox: it goes out again at QoS 1 on the next
-// connection, maybe a second time (same seq), never not at all. What is
-// kept is bounded (maxUnconfirmed): at the bound a publish waits for the
-// broker to confirm (as for room in the wire's pending buffer), and a
-// connection that confirms nothing within the write timeout is treated as
-// lost: what was kept is queued, and its topics wait behind it.
+// answer comes first) or one went out less than pingSpacing ago
+// (publishTags' tick asks again for what was not covered: confirmQoS0),
+// and when the connection ends without one, queues what it kept in the
+// outbox: it goes out again at QoS 1 on the next connection, maybe a
+// second time (same seq), never not at all. What is kept is bounded
+// (maxUnconfirmed): at the bound a publish waits for the broker to
+// confirm (as for room in the wire's pending buffer), and a connection
+// that confirms nothing within the write timeout is treated as lost: what
+// was kept is queued, and its topics wait behind it.
 
 // maxUnconfirmed bounds the QoS 0 messages kept until the broker
 // confirms them (unconfirmedCost each): above what the wire's pending
 // buffer (maxPending) and the sockets' buffers usually hold in flight, so
 // it holds a publish back only when the broker reads slower than that.
 const maxUnconfirmed = 32 << 20
+
+// pingSpacing is the least time between two PINGREQs askConfirm writes.
+const pingSpacing = 10 * time.Millisecond
 
 // q0State is the QoS 0 path's state: the topics waiting behind a queued
 // message and the messages written but not yet confirmed. mu is held for
@@ -46,6 +50,8 @@ type q0State struct {
 	bytes    int           // unconfirmedCost of kept[head:]
 	max      int           // bound of bytes
 	wait     time.Duration // how long a publish waits for room under max before the connection counts as lost
+	spacing  time.Duration // pingSpacing
+	lastPing time.Time     // when askConfirm last wrote a PINGREQ
 }
 
 // keptRun is QoS 0 messages written to the wire one after the other,
@@ -200,12 +206,16 @@ func (l *Link) confirmQoS0() {
 	q.askConfirm()
 }
 
-// askConfirm writes a PINGREQ when values are kept unconfirmed and none
-// is outstanding (q.mu held). That is at most one a round trip, and one
-// a pass or tick.
+// askConfirm writes a PINGREQ when values are kept unconfirmed, none is
+// outstanding and the last was at least pingSpacing ago (q.mu held): at
+// most one a round trip, and pingSpacing bounds the rate when small
+// passes come fast; the tick asks for what was written in between.
 func (q *q0State) askConfirm() {
-	if q.bytes > 0 && q.w != nil {
-		q.w.ping()
+	if q.bytes == 0 || q.w == nil {
+		return
+	}
+	if now := time.Now(); now.Sub(q.lastPing) >= q.spacing && q.w.ping() {
+		q.lastPing = now
 	}
 }
 

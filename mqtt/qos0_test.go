@@ -70,6 +70,7 @@ func connected(t *testing.T, ctx context.Context, c paho.Client) (*Link, *memOut
 			}
 		}
 	}()
+	l.q0.spacing = 0 // a PINGREQ after every pass unless one is outstanding
 	lost := make(chan error, 1)
 	done := make(chan struct{})
 	go func() { defer close(done); l.runConnection(ctx, c, w, "tcp://broker", lost) }()
@@ -200,9 +201,10 @@ func TestPublishDirect_ConfirmedByAPingResponseIsNotQueuedAgain(t *testing.T) {
 }
 
 // TestConfirmQoS0_ConfirmsWhatWasWrittenWhileAPingWasOutstanding: values
-// written while the link's PINGREQ is unanswered get no PINGREQ of their
-// own (one is outstanding at a time); publishTags' tick (confirmQoS0)
-// asks for one once it was answered, so they are confirmed without
+// written while the link's PINGREQ is unanswered, or within pingSpacing
+// of it, get no PINGREQ of their own (one is outstanding at a time, and
+// they are spaced); publishTags' tick (confirmQoS0) asks for one once it
+// was answered and the spacing passed, so they are confirmed without
 // waiting for the next values, and a connection lost later queues nothing.
 func TestConfirmQoS0_ConfirmsWhatWasWrittenWhileAPingWasOutstanding(t *testing.T) {
 	l, ob, w, lost, done, pongs, _ := answering(t)
@@ -221,6 +223,23 @@ func TestConfirmQoS0_ConfirmsWhatWasWrittenWhileAPingWasOutstanding(t *testing.T
 	l.confirmQoS0()
 	pongs <- struct{}{}
 	waitConfirmed(t, w, end)
+	// Within the spacing of the last PINGREQ no pass asks for another; the
+	// tick does once the spacing passed.
+	l.q0.spacing = time.Hour
+	if err := l.publishDirect(context.Background(), tagMsgs("c", 1)); err != nil {
+		t.Fatal(err)
+	}
+	l.confirmQoS0()
+	w.mu.Lock()
+	asked := len(w.pings)
+	w.mu.Unlock()
+	if asked != 0 {
+		t.Fatal("a PINGREQ within the spacing of the last")
+	}
+	l.q0.spacing = 0
+	l.confirmQoS0()
+	pongs <- struct{}{}
+	waitConfirmed(t, w, l.q0.kept[len(l.q0.kept)-1].end)
 	lost <- errors.New("EOF")
 	<-done
 	if q, _ := ob.Read(0, 10); len(q) != 0 {
