@@ -22,7 +22,9 @@
 // (https://github.com/eclipse-paho/paho.mqtt.golang/issues/563). The
 // link dials the broker itself and gives paho a connection that coalesces
 // writes without delaying any (wire.go); QoS 0 tag values are written
-// straight to it, their payloads appended by hand (payload.go).
+// straight to it, their payloads appended by hand (payload.go), and kept
+// until a PINGRESP shows the broker read them, else queued in the outbox
+// when the connection ends (qos0.go).
 //
 // mqtt imports gateway, auth, value, tagpath, the standard library and
 // paho; never api, device, daemon or gateway/service (deps_test.go).

@@ -40,66 +40,6 @@ func (l *Link) enqueue(ctx context.Context, msgs []Message) error {
 	return nil
 }
 
-// publishDirect publishes msgs at QoS 0 when the link is up, else queues
-// them: a QoS 0 message made while the link is down still goes out,
-// through the outbox at QoS 1 (paho drops QoS 0 publishes made while
-// reconnecting: https://github.com/eclipse-paho/paho.mqtt.golang/issues/630).
-// Order per topic is kept: while an earlier message of a topic is still in
-// the outbox (its sequence number at or above the outbox's head), that
-// topic's messages are queued behind it; every other topic goes straight
-// out, so a backlog of some values never holds the live ones of the rest
-// in the outbox (a live rate above the drain rate would keep them there
-// for good). The packets are written straight to the connection's wire,
-// not through paho's publish path (a QoS 0 publish has no state for the
-// client to keep); when the wire has failed or closed, the message and the
-// rest are queued instead, so a value made at the instant the connection
-// drops is not lost in the client. Only publishTags calls it (it owns
-// l.queuedAt).
-func (l *Link) publishDirect(ctx context.Context, msgs []Message) error {
-	c, w := l.current()
-	if c == nil || w == nil || !c.IsConnectionOpen() {
-		return l.queueDirect(ctx, msgs)
-	}
-	var head uint64 // the outbox's oldest sequence number; 0: empty
-	if l.opts.Outbox.Stats().Depth > 0 {
-		if q, err := l.opts.Outbox.Read(0, 1); err != nil {
-			return l.queueDirect(ctx, msgs)
-		} else if len(q) > 0 {
-			head = q[0].Seq
-		}
-	}
-	for t, seq := range l.queuedAt {
-		if head == 0 || seq < head {
-			delete(l.queuedAt, t) // delivered (or dropped by the outbox's bounds)
-		}
-	}
-	var queue []Message
-	for i, m := range msgs {
-		if _, behind := l.queuedAt[m.Topic]; behind {
-			queue = append(queue, m)
-			continue
-		}
-		if err := w.writePublish0(l.base, m.Topic, m.Retain, m.Payload); err != nil {
-			return l.queueDirect(ctx, append(queue, msgs[i:]...))
-		}
-	}
-	if len(queue) > 0 {
-		return l.queueDirect(ctx, queue)
-	}
-	return nil
-}
-
-// queueDirect queues QoS 0 messages in the outbox and remembers, per
-// topic, a sequence number at or above the last one queued (publishDirect).
-func (l *Link) queueDirect(ctx context.Context, msgs []Message) error {
-	err := l.enqueue(ctx, msgs)
-	last := l.opts.Outbox.Stats().LastSeq
-	for _, m := range msgs {
-		l.queuedAt[m.Topic] = last
-	}
-	return err
-}
-
 // forward drains the outbox over c until gen ends (the connection is
 // lost or the link stops). The backlog (what was queued when the
 // connection came up) goes first, in order; a message queued since then

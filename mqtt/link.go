@@ -42,8 +42,8 @@ type Link struct {
 	nextSub  int
 	lastLive time.Time
 
-	pubSeq   atomic.Uint64     // sequence number of published tag messages
-	queuedAt map[string]uint64 // QoS 0 topics with a message in the outbox: a sequence number at or above its last (publishDirect)
+	pubSeq   atomic.Uint64 // sequence number of published tag messages
+	q0       q0State       // QoS 0 values written but not yet confirmed (qos0.go)
 	counters struct {
 		accepted, refused, busyDropped atomic.Uint64
 	}
@@ -123,7 +123,8 @@ func New(opts Options) (*Link, error) {
 	}
 	l := &Link{opts: opts, cfg: cfg, base: BaseTopic(opts.ApplianceID), keys: kr, tls: tc, pass: pass,
 		log: opts.Log, start: time.Now(), cmds: make(chan inbound, opts.Queue), busy: make(chan inbound, 1024),
-		filters: map[int]*topicSub{}, queuedAt: map[string]uint64{}}
+		filters: map[int]*topicSub{}}
+	l.q0.queuedAt, l.q0.max, l.q0.wait, l.q0.spacing = map[string]uint64{}, maxUnconfirmed, writeTimeout, pingSpacing
 	l.state.RequireSigned = cfg.RequireSigned
 	return l, nil
 }
@@ -254,6 +255,12 @@ func (l *Link) runConnection(ctx context.Context, c paho.Client, w *wire, broker
 	}
 	cancel()
 	<-fwdDone
+	if why == nil {
+		// Stopping: the QoS 0 path is held from here, so nothing is
+		// written to the connection after the offline status (qos0.go).
+		l.q0.mu.Lock()
+		defer l.q0.mu.Unlock()
+	}
 	l.mu.Lock()
 	l.client, l.wire = nil, nil
 	l.state.Connected = false
@@ -261,14 +268,31 @@ func (l *Link) runConnection(ctx context.Context, c paho.Client, w *wire, broker
 	if why != nil {
 		l.setError(broker, why)
 		l.log.Warn("mqtt connection lost", slog.String("broker", broker), slog.Any("err", why))
-		c.Disconnect(0)
+		c.Disconnect(0) // the wire is closed (by paho on a loss, or here): a QoS 0 write waiting for room in it fails
+		l.q0.mu.Lock()
+		l.requeueQoS0(ctx)
+		l.q0.mu.Unlock()
 		return
 	}
 	// Stopping: say offline (retained) before the clean disconnect, which
-	// suppresses the will.
+	// suppresses the will. Its PUBACK also says the broker read every QoS
+	// 0 value written before it; without one they are queued for the next
+	// start.
 	t := c.Publish(l.base+"/status", 1, true, l.statusPayload("offline"))
-	t.WaitTimeout(2 * time.Second)
+	if t.WaitTimeout(2*time.Second) && t.Error() == nil {
+		l.dropKept()
+	} else {
+		l.requeueQoS0(ctx)
+	}
 	c.Disconnect(250)
+}
+
+// requeueQoS0 queues the QoS 0 values written to the connection that
+// ended and not confirmed by the broker (q0.mu held).
+func (l *Link) requeueQoS0(ctx context.Context) {
+	if err := l.requeueKept(ctx); err != nil {
+		l.log.Error("mqtt tag values not queued", slog.Any("err", err))
+	}
 }
 
 func (l *Link) setError(broker string, err error) {

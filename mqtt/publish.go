@@ -25,8 +25,9 @@ const (
 // PublishRule is how the tags at Path (one tag), or under Prefix (whole
 // segments; "" every tag), are published: Mode, the absolute Deadband of
 // ModeChange (numbers; 0 every change), the Interval of ModeInterval,
-// Retain, and QoS 0 or 1 (a QoS 0 message made while the link is down
-// still goes through the outbox at QoS 1).
+// Retain, and QoS 0 or 1 (a QoS 0 message made while the link is down,
+// or sent but unconfirmed when the connection ends, still goes through
+// the outbox at QoS 1).
 type PublishRule struct {
 	Path     string
 	Prefix   string
@@ -144,6 +145,7 @@ func (l *Link) publishTags(ctx context.Context) {
 					delete(latest, p)
 				}
 			}
+			l.confirmQoS0()
 			if d := dropped(); d > lost {
 				l.log.Warn("mqtt tag publishing fell behind: changes lost", slog.Uint64("lost", d-lost))
 				lost = d

@@ -23,6 +23,14 @@ import (
 // packets never interleave; the link's QoS 0 tag values are encoded
 // straight into the same buffer (writePublish0), without paho's
 // per-message goroutine hops.
+//
+// The wire also says how far the broker has read: it counts the bytes
+// written (the stream's offset), notes the offset just past every PINGREQ
+// (paho's keep-alive, or one the link asks for: ping), and follows the
+// packets the broker sends; a PINGRESP answers the oldest PINGREQ
+// outstanding (MQTT 3.1.1 §3.12, §3.13), so the broker has read every
+// byte before it (confirmedAt). That is the only receipt a QoS 0 publish
+// gets.
 
 // maxPending is how much the pending buffer holds before a write waits
 // for the writer.
@@ -45,10 +53,31 @@ type wire struct {
 	closing bool
 	wake    chan struct{}
 	done    chan struct{}
+
+	off       uint64        // bytes written so far: the stream offset of the next packet
+	pings     []uint64      // the offset just past each PINGREQ written and not yet answered, oldest first
+	confirmed uint64        // the broker has read every byte before this offset (a PINGRESP came)
+	pongc     chan struct{} // signalled on every PINGRESP
+
+	rx rxScan // the reader's place in the broker's packets (paho's reader only)
 }
 
+// rxScan follows packet boundaries in what the broker sends (MQTT 3.1.1
+// §2.2: a fixed header byte, the remaining length in one to four bytes of
+// seven bits each, then that many bytes).
+type rxScan struct {
+	typ    byte // the fixed header's first byte
+	inLen  bool // reading the remaining length
+	length int
+	shift  uint
+	body   int // bytes of the packet still to come
+}
+
+// pingreq is a PINGREQ packet (MQTT 3.1.1 §3.12).
+var pingreq = [2]byte{0xc0, 0}
+
 func newWire(c net.Conn, timeout time.Duration) *wire {
-	w := &wire{Conn: c, timeout: timeout, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	w := &wire{Conn: c, timeout: timeout, wake: make(chan struct{}, 1), done: make(chan struct{}), pongc: make(chan struct{}, 1)}
 	w.cond = sync.NewCond(&w.mu)
 	go w.writer()
 	return w
@@ -69,17 +98,103 @@ func (w *wire) Write(b []byte) (int, error) {
 		return 0, errWireClosed
 	}
 	w.pending = append(w.pending, b...)
+	w.off += uint64(len(b))
+	if len(b) == 2 && b[0] == pingreq[0] && b[1] == pingreq[1] { // paho's keep-alive
+		w.pings = append(w.pings, w.off)
+	}
 	w.kick()
 	return len(b), nil
 }
 
+// ping writes a PINGREQ, unless one is outstanding (then its answer will
+// do) or the wire is closed or failed; it reports whether it wrote one.
+// The broker's PINGRESP moves confirmedAt past everything written before.
+func (w *wire) ping() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil || w.closing || len(w.pings) > 0 {
+		return false
+	}
+	w.pending = append(w.pending, pingreq[:]...)
+	w.off += uint64(len(pingreq))
+	w.pings = append(w.pings, w.off)
+	w.kick()
+	return true
+}
+
+// confirmedAt is the stream offset before which the broker has read
+// every byte: the end of the last PINGREQ it answered (0: none yet).
+func (w *wire) confirmedAt() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.confirmed
+}
+
+// Read reads from the connection (paho's reader) and follows the packets
+// read, for the PINGRESPs.
+func (w *wire) Read(b []byte) (int, error) {
+	n, err := w.Conn.Read(b)
+	if n > 0 {
+		w.scan(b[:n])
+	}
+	return n, err
+}
+
+// scan follows the packets in b, the next bytes the broker sent; a
+// PINGRESP (type 13, no remaining bytes) confirms the oldest PINGREQ
+// outstanding.
+func (w *wire) scan(b []byte) {
+	r := &w.rx
+	for len(b) > 0 {
+		switch {
+		case r.body > 0:
+			k := min(r.body, len(b))
+			r.body -= k
+			b = b[k:]
+		case !r.inLen:
+			r.typ, r.inLen, r.length, r.shift = b[0], true, 0, 0
+			b = b[1:]
+		default:
+			d := b[0]
+			b = b[1:]
+			if r.shift < 28 {
+				r.length |= int(d&0x7f) << r.shift
+			}
+			r.shift += 7
+			if d&0x80 == 0 {
+				r.inLen, r.body = false, r.length
+				if r.typ == 0xd0 && r.length == 0 {
+					w.pong()
+				}
+			}
+		}
+	}
+}
+
+// pong records a PINGRESP: the oldest PINGREQ outstanding was answered.
+func (w *wire) pong() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.pings) == 0 {
+		return
+	}
+	w.confirmed = w.pings[0]
+	w.pings = append(w.pings[:0], w.pings[1:]...)
+	select {
+	case w.pongc <- struct{}{}:
+	default:
+	}
+}
+
 // writePublish0 queues a PUBLISH packet at QoS 0 (MQTT 3.1.1 §3.3) on
-// the topic base/topic with payload. It fails when the wire is closed or
-// failed, so the caller can queue the message instead.
-func (w *wire) writePublish0(base, topic string, retain bool, payload []byte) error {
+// the topic base/topic with payload and returns the stream offset just
+// past it (the broker read it once confirmedAt reaches that). It fails
+// when the wire is closed or failed, so the caller can queue the message
+// instead.
+func (w *wire) writePublish0(base, topic string, retain bool, payload []byte) (uint64, error) {
 	tl := len(base) + 1 + len(topic)
 	if tl > 0xffff {
-		return errors.New("mqtt: topic too long")
+		return 0, errors.New("mqtt: topic too long")
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -87,11 +202,12 @@ func (w *wire) writePublish0(base, topic string, retain bool, payload []byte) er
 		w.cond.Wait()
 	}
 	if w.err != nil {
-		return w.err
+		return 0, w.err
 	}
 	if w.closing {
-		return errWireClosed
+		return 0, errWireClosed
 	}
+	start := len(w.pending)
 	h := byte(0x30)
 	if retain {
 		h |= 1
@@ -114,8 +230,9 @@ func (w *wire) writePublish0(base, topic string, retain bool, payload []byte) er
 	w.pending = append(w.pending, '/')
 	w.pending = append(w.pending, topic...)
 	w.pending = append(w.pending, payload...)
+	w.off += uint64(len(w.pending) - start)
 	w.kick()
-	return nil
+	return w.off, nil
 }
 
 // kick wakes the writer (w.mu held).
