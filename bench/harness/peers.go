@@ -61,23 +61,13 @@ type Server struct {
 // values never change); t.Cleanup stops it.
 func FastModbus(t testing.TB, ports int, static bool) *Server {
 	t.Helper()
-	bin := GoBinary(t, "./bench/cmd/fastmodbus")
-	args := []string{"-c", "1", bin, fmt.Sprintf("-ports=%d", ports)}
+	args := []string{fmt.Sprintf("-ports=%d", ports)}
 	if static {
 		args = append(args, "-static")
 	}
-	cmd := exec.Command("taskset", args...)
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start fastmodbus: %v", err)
-	}
-	s := &Server{PID: cmd.Process.Pid, cmd: cmd, stdin: stdin, out: bufio.NewReader(stdout)}
-	t.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
-	line, err := s.out.ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "READY ") {
-		t.Fatalf("fastmodbus: not ready: %q %v", line, err)
+	s, line := startHelper(t, "./bench/cmd/fastmodbus", "1", args...)
+	if !strings.HasPrefix(line, "READY ") {
+		t.Fatalf("fastmodbus: not ready: %q", line)
 	}
 	s.Ports = strings.Split(strings.TrimSpace(strings.TrimPrefix(line, "READY ")), ",")
 	return s
@@ -90,21 +80,32 @@ func FastModbus(t testing.TB, ports int, static bool) *Server {
 // t.Cleanup stops it.
 func ModbusFloor(t testing.TB, ports []string, registers, maxRegs int) *Server {
 	t.Helper()
-	bin := GoBinary(t, "./bench/cmd/modbusfloor")
-	cmd := exec.Command("taskset", "-c", "0", bin, "-ports="+strings.Join(ports, ","),
+	s, line := startHelper(t, "./bench/cmd/modbusfloor", "0", "-ports="+strings.Join(ports, ","),
 		fmt.Sprintf("-registers=%d", registers), fmt.Sprintf("-max=%d", maxRegs))
+	if line != "READY\n" {
+		t.Fatalf("modbusfloor: not ready: %q", line)
+	}
+	return s
+}
+
+// startHelper builds and starts the main package pkg pinned to core with
+// args, and returns it with the first line it printed; t.Cleanup stops it.
+func startHelper(t testing.TB, pkg, core string, args ...string) (*Server, string) {
+	t.Helper()
+	cmd := exec.Command("taskset", append([]string{"-c", core, GoBinary(t, pkg)}, args...)...)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start modbusfloor: %v", err)
+		t.Fatalf("start %s: %v", pkg, err)
 	}
 	s := &Server{PID: cmd.Process.Pid, cmd: cmd, stdin: stdin, out: bufio.NewReader(stdout)}
 	t.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
-	if line, err := s.out.ReadString('\n'); err != nil || line != "READY\n" {
-		t.Fatalf("modbusfloor: not ready: %q %v", line, err)
+	line, err := s.out.ReadString('\n')
+	if err != nil {
+		t.Fatalf("%s: not ready: %q %v", pkg, line, err)
 	}
-	return s
+	return s, line
 }
 
 // Stop ends the process now (t.Cleanup would at the end of the test).
