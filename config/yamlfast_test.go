@@ -42,6 +42,24 @@ func yamlItem(line string) (*yaml.Node, error) {
 	return root.Content[0].Content[0], nil
 }
 
+// fastAgainstYAML reads l with the fast path and, when it takes it,
+// compares the node with yaml.v3's: read reports whether the fast path
+// took l, problem how the two differ ("" when they agree).
+func fastAgainstYAML(l string) (read bool, problem string) {
+	fast, ok := fastFlowItem([]byte(l), 1)
+	if !ok {
+		return false, ""
+	}
+	want, err := yamlItem(l)
+	if err != nil {
+		return true, fmt.Sprintf("%q: read by the fast path, refused by yaml.v3: %v", l, err)
+	}
+	if d := sameNode(fast, want, "item"); d != "" {
+		return true, fmt.Sprintf("%q: %s", l, d)
+	}
+	return true, ""
+}
+
 // TestFastFlowItem_SameNodesAsYAMLv3: the lines of a generated project
 // and of the docs' examples are read by the fast path, each to the very
 // node yaml.v3 builds (kind, style, tag, value, line, column, children);
@@ -66,17 +84,11 @@ func TestFastFlowItem_SameNodesAsYAMLv3(t *testing.T) {
 		`- {true: 1, null: 2, y: 3}`,
 	}
 	for _, l := range accepted {
-		fast, ok := fastFlowItem([]byte(l), 1)
-		if !ok {
+		read, problem := fastAgainstYAML(l)
+		if !read {
 			t.Errorf("%q: not read by the fast path", l)
-			continue
-		}
-		want, err := yamlItem(l)
-		if err != nil {
-			t.Fatalf("%q: yaml.v3: %v", l, err)
-		}
-		if d := sameNode(fast, want, "item"); d != "" {
-			t.Errorf("%q: %s", l, d)
+		} else if problem != "" {
+			t.Error(problem)
 		}
 	}
 	refused := []string{
@@ -177,16 +189,8 @@ func FuzzFastFlowItem(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, l string) {
-		fast, ok := fastFlowItem([]byte(l), 1)
-		if !ok {
-			return
-		}
-		want, err := yamlItem(l)
-		if err != nil {
-			t.Fatalf("%q: read by the fast path, refused by yaml.v3: %v", l, err)
-		}
-		if d := sameNode(fast, want, "item"); d != "" {
-			t.Fatalf("%q: %s", l, d)
+		if _, problem := fastAgainstYAML(l); problem != "" {
+			t.Fatal(problem)
 		}
 	})
 }
@@ -202,15 +206,12 @@ func TestFastFlowItem_PlainScalarsResolveAsYAMLv3(t *testing.T) {
 	walk = func(depth int) {
 		if depth > 0 {
 			l := "- {v: " + string(buf[:depth]) + "}"
-			if fast, ok := fastFlowItem([]byte(l), 1); ok {
+			read, problem := fastAgainstYAML(l)
+			if problem != "" {
+				t.Fatal(problem)
+			}
+			if read {
 				n++
-				want, err := yamlItem(l)
-				if err != nil {
-					t.Fatalf("%q: read by the fast path, refused by yaml.v3: %v", l, err)
-				}
-				if d := sameNode(fast, want, "item"); d != "" {
-					t.Fatalf("%q: %s", l, d)
-				}
 			}
 		}
 		if depth == 3 {
