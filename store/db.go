@@ -79,6 +79,8 @@ type DB struct {
 	path   string
 	logger *slog.Logger
 	now    func() time.Time
+
+	lvScratch lvScratchSlot // the last-values save's buffers (lastvalues_scratch.go)
 }
 
 // Open opens (and, unless opts.ReadOnly, creates) the store file at path.

@@ -54,13 +54,15 @@ func (db *DB) PutLastValues(paths []string, vals []value.VQT) error {
 		}
 		return db.SaveLastValues(m)
 	}
-	// Every change goes into one buffer, encoded in path order (bbolt
-	// keeps the slices it is given until the commit).
+	// Every change goes into one buffer, encoded in path order, of the
+	// DB's scratch (lastvalues_scratch.go).
 	need := 0
 	for _, p := range paths {
 		need += len(p) + 2 + 24 // a scalar's record is 13 to 24 bytes
 	}
-	batch := lvBatch{buf: make([]byte, 0, need), ents: make([]lvEnt, 0, len(paths))}
+	s := db.lvScratch.take()
+	s.reserve(len(paths), need)
+	batch := &s.batch
 	var failed map[string]error
 	fail := func(p string, err error) {
 		if failed == nil {
@@ -68,7 +70,7 @@ func (db *DB) PutLastValues(paths []string, vals []value.VQT) error {
 		}
 		failed[p] = err
 	}
-	var rec []byte
+	rec := s.rec
 	for i, p := range paths {
 		if err := checkKey("tag path", p); err != nil {
 			fail(p, err)
@@ -82,12 +84,15 @@ func (db *DB) PutLastValues(paths []string, vals []value.VQT) error {
 		rec = r
 		batch.add(p, rec, false)
 	}
+	s.rec = rec
 	if len(batch.ents) > 0 {
-		err := db.update(func(tx *bolt.Tx) error { return db.applyLastValueChanges(tx, &batch) })
+		err := db.update(func(tx *bolt.Tx) error { return db.applyLastValueChanges(tx, s) })
 		if err != nil {
+			db.lvScratch.give(s)
 			return fmt.Errorf("store: save last values: %w", err)
 		}
 	}
+	db.lvScratch.give(s)
 	if len(failed) > 0 {
 		return &LastValuesError{Failed: failed}
 	}
@@ -178,7 +183,8 @@ func (db *DB) DeleteLastValues(paths ...string) error {
 	}
 	sorted := append([]string(nil), paths...)
 	sort.Strings(sorted)
-	var changes lvBatch
+	s := db.lvScratch.take()
+	changes := &s.batch
 	kept := make([]string, 0, len(sorted))
 	for i, p := range sorted {
 		if p == "" || (i > 0 && p == sorted[i-1]) {
@@ -188,7 +194,7 @@ func (db *DB) DeleteLastValues(paths ...string) error {
 		kept = append(kept, p)
 	}
 	err := db.update(func(tx *bolt.Tx) error {
-		if err := db.applyLastValueChanges(tx, &changes); err != nil {
+		if err := db.applyLastValueChanges(tx, s); err != nil {
 			return err
 		}
 		b, err := bucket(tx, bucketLastValues)
@@ -205,6 +211,7 @@ func (db *DB) DeleteLastValues(paths ...string) error {
 		}
 		return nil
 	})
+	db.lvScratch.give(s)
 	if err != nil {
 		return fmt.Errorf("store: delete last values: %w", err)
 	}

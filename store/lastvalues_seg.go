@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -55,11 +56,6 @@ func lvSegment(path string) uint16 {
 		h *= 16777619
 	}
 	return uint16(h % lvSegments)
-}
-
-// lvSegKey returns the record key of segment seg.
-func lvSegKey(seg uint16) []byte {
-	return binary.BigEndian.AppendUint16(make([]byte, 0, 2), seg)
 }
 
 // segReader walks a segment record's entries in order.
@@ -150,39 +146,25 @@ func (b *lvBatch) entry(e lvEnt) (path, ent []byte) {
 	return path, ent
 }
 
-// lvWriter writes last-value changes into the segments of one write
+// lvWriter merges last-value changes into the segments of one write
 // transaction.
 type lvWriter struct {
-	segs   *bolt.Bucket
 	logger *slog.Logger
 	batch  *lvBatch
 }
 
-// writeSegment merges the changes ents (sorted by path, unique, all of
-// segment seg) into the stored segment and puts the result, a buffer of
-// its own (bbolt keeps the slices it is given until the commit). A stored
-// segment that cannot be read is replaced by the changes alone, with a
-// warning: one damaged record must not stop the saves of every tag that
-// hashes to it.
-func (w *lvWriter) writeSegment(seg uint16, ents []lvEnt) error {
-	key := lvSegKey(seg)
-	cur := w.segs.Get(key)
-	need := len(cur) + 1
-	for _, e := range ents {
-		need += int(e.end - e.off)
-	}
-	out, err := w.merge(make([]byte, 0, need), cur, ents)
+// mergeSegment merges the changes ents (sorted by path, unique, all of
+// segment seg) into cur, the stored record of seg (nil: none), and
+// returns the record to put, into buf. A stored record that cannot be
+// read is replaced by the changes alone, with a warning: one damaged
+// record must not stop the saves of every tag that hashes to it.
+func (w *lvWriter) mergeSegment(buf, cur []byte, seg uint16, ents []lvEnt) []byte {
+	out, err := w.merge(buf, cur, ents)
 	if err != nil {
 		w.logger.Warn("last-value segment unreadable, replaced by this save's values", slog.Int("segment", int(seg)), slog.Any("err", err))
 		out, _ = w.merge(out[:0], nil, ents) // no stored entries: no read error
 	}
-	if len(out) == 1 { // the format byte alone: no tag left
-		if cur == nil {
-			return nil
-		}
-		return w.segs.Delete(key)
-	}
-	return w.segs.Put(key, out)
+	return out
 }
 
 // merge appends the segment made of cur's entries and the changes ents
@@ -250,38 +232,78 @@ func readSegments(tx *bolt.Tx, fn func(path, rec []byte) error) error {
 	})
 }
 
-// applyLastValueChanges writes the changes of b (sorted by path,
-// unique) into the segments of tx, in segment order.
-func (db *DB) applyLastValueChanges(tx *bolt.Tx, b *lvBatch) error {
+// applyLastValueChanges writes the changes of s.batch (sorted by path,
+// unique) into the segments of tx, in segment order. It carves the
+// records from s's chunks, which tx then holds until it ends: call it at
+// most once per transaction and scratch.
+func (db *DB) applyLastValueChanges(tx *bolt.Tx, s *lvScratch) error {
 	segs, err := tx.CreateBucketIfNotExists(bucketLastValueSegs)
 	if err != nil {
 		return fmt.Errorf("bucket %q: %w", bucketLastValueSegs, err)
 	}
+	b := &s.batch
 	// Group by segment, keeping path order within each (a counting sort).
 	var counts [lvSegments + 1]int32
 	for _, e := range b.ents {
 		counts[e.seg+1]++
 	}
-	for s := 1; s <= lvSegments; s++ {
-		counts[s] += counts[s-1]
+	for i := 1; i <= lvSegments; i++ {
+		counts[i] += counts[i-1]
 	}
-	order := make([]lvEnt, len(b.ents))
+	order := s.orderOf(len(b.ents))
 	next := counts
 	for _, e := range b.ents {
 		order[next[e.seg]] = e
 		next[e.seg]++
 	}
-	w := &lvWriter{segs: segs, logger: db.logger, batch: b}
-	for s := 0; s < lvSegments; s++ {
-		lo, hi := counts[s], counts[s+1]
+	// Merge every changed segment first, reading the stored records with
+	// one cursor (a Get per segment would build a cursor each), then put
+	// them: a put would invalidate the cursor.
+	s.startSegments()
+	defer s.endSegments()
+	w := lvWriter{logger: db.logger, batch: b}
+	c := segs.Cursor()
+	for i := 0; i < lvSegments; i++ {
+		lo, hi := counts[i], counts[i+1]
 		if lo == hi {
 			continue
 		}
-		if err := w.writeSegment(uint16(s), order[lo:hi]); err != nil {
-			return fmt.Errorf("segment %d: %w", s, err)
+		seg := uint16(i)
+		key := lvSegKey(seg)
+		var cur []byte
+		if k, v := c.Seek(key); bytes.Equal(k, key) {
+			cur = v
+		}
+		ents := order[lo:hi]
+		need := len(cur) + 1
+		for _, e := range ents {
+			need += int(e.end - e.off)
+		}
+		buf, carved := s.segBuf(need)
+		rec := w.mergeSegment(buf, cur, seg, ents)
+		if carved {
+			s.carved(rec, need)
+		}
+		s.outs = append(s.outs, lvOut{rec: rec, seg: seg, stored: cur != nil})
+	}
+	for _, o := range s.outs {
+		if err := putSegment(segs, o); err != nil {
+			return fmt.Errorf("segment %d: %w", o.seg, err)
 		}
 	}
 	return nil
+}
+
+// putSegment stores o, or deletes its segment's record when no tag is
+// left in it.
+func putSegment(segs *bolt.Bucket, o lvOut) error {
+	if len(o.rec) == 1 { // the format byte alone: no tag left
+		if !o.stored {
+			return nil
+		}
+		return segs.Delete(lvSegKey(o.seg))
+	}
+	return segs.Put(lvSegKey(o.seg), o.rec)
 }
 
 // moveLegacyLastValues moves the per-tag records of bucketLastValues
@@ -302,6 +324,7 @@ func (db *DB) moveLegacyLastValues() error {
 		return err
 	}
 	var moved, dropped int
+	s := db.lvScratch.take()
 	err := db.update(func(tx *bolt.Tx) error {
 		legacy, err := bucket(tx, bucketLastValues)
 		if err != nil {
@@ -316,7 +339,7 @@ func (db *DB) moveLegacyLastValues() error {
 		}); err != nil {
 			db.logger.Warn("last-value segments unreadable while moving older records", slog.Any("err", err))
 		}
-		var changes lvBatch
+		changes := &s.batch
 		if err := legacy.ForEach(func(k, v []byte) error {
 			vqt, err := decodeVQT(v)
 			if err != nil {
@@ -327,18 +350,19 @@ func (db *DB) moveLegacyLastValues() error {
 			if have, ok := newer[string(k)]; ok && !vqt.Time.After(have.Time) {
 				return nil
 			}
-			rec, err := appendRecord(nil, vqt)
+			rec, err := appendRecord(s.rec[:0], vqt)
 			if err != nil {
 				dropped++
 				db.logger.Warn("stored last value cannot be stored again, dropped", slog.String("tag", string(k)), slog.Any("err", err))
 				return nil
 			}
+			s.rec = rec
 			changes.add(string(k), rec, false)
 			return nil
 		}); err != nil {
 			return err
 		}
-		if err := db.applyLastValueChanges(tx, &changes); err != nil { // ForEach walks in key order: sorted
+		if err := db.applyLastValueChanges(tx, s); err != nil { // ForEach walks in key order: sorted
 			return err
 		}
 		moved = len(changes.ents)
@@ -348,6 +372,7 @@ func (db *DB) moveLegacyLastValues() error {
 		_, err = tx.CreateBucket(bucketLastValues)
 		return err
 	})
+	db.lvScratch.give(s)
 	if err != nil {
 		return fmt.Errorf("store: move last values into segments: %w", err)
 	}
