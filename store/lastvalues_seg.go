@@ -168,27 +168,39 @@ func (w *lvWriter) mergeSegment(buf, cur []byte, seg uint16, ents []lvEnt) []byt
 }
 
 // merge appends the segment made of cur's entries and the changes ents
-// to out.
+// to out. Stored entries that stay are copied as they are, each run
+// between two changes in one copy; every one is still read, so a
+// damaged record fails the merge.
 func (w *lvWriter) merge(out, cur []byte, ents []lvEnt) ([]byte, error) {
 	r, err := newSegReader(cur)
 	if err != nil {
 		return out, err
 	}
 	out = append(out, lvSegFormat)
-	pathB, rec, ok, err := r.next()
+	// pend: the stored entries not yet copied or dropped; head: those
+	// from pathB's on (pend's bytes before head's are the run to copy).
+	pend, head := r.b, r.b
+	pathB, _, ok, err := r.next()
 	if err != nil {
 		return out, err
 	}
 	for _, e := range ents {
 		path, ent := w.batch.entry(e)
-		for ok && string(pathB) < string(path) {
-			out = appendSegEntry(out, string(pathB), rec)
-			if pathB, rec, ok, err = r.next(); err != nil {
+		c := -1
+		for ok {
+			if c = bytes.Compare(pathB, path); c >= 0 {
+				break
+			}
+			head = r.b
+			if pathB, _, ok, err = r.next(); err != nil {
 				return out, err
 			}
 		}
-		if ok && string(pathB) == string(path) {
-			if pathB, rec, ok, err = r.next(); err != nil {
+		out = append(out, pend[:len(pend)-len(head)]...)
+		pend = head
+		if ok && c == 0 { // the change replaces or removes pathB's entry
+			pend, head = r.b, r.b
+			if pathB, _, ok, err = r.next(); err != nil {
 				return out, err
 			}
 		}
@@ -197,12 +209,11 @@ func (w *lvWriter) merge(out, cur []byte, ents []lvEnt) ([]byte, error) {
 		}
 	}
 	for ok {
-		out = appendSegEntry(out, string(pathB), rec)
-		if pathB, rec, ok, err = r.next(); err != nil {
+		if _, _, ok, err = r.next(); err != nil {
 			return out, err
 		}
 	}
-	return out, nil
+	return append(out, pend...), nil
 }
 
 // readSegments calls fn with every entry of every segment of tx. A
@@ -283,6 +294,9 @@ func (db *DB) applyLastValueChanges(tx *bolt.Tx, s *lvScratch) error {
 		rec := w.mergeSegment(buf, cur, seg, ents)
 		if carved {
 			s.carved(rec, need)
+		}
+		if cur != nil && bytes.Equal(rec, cur) {
+			continue // every change restates the stored VQT
 		}
 		s.outs = append(s.outs, lvOut{rec: rec, seg: seg, stored: cur != nil})
 	}
