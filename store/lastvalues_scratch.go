@@ -103,21 +103,21 @@ const (
 )
 
 // reserve makes room in the batch for n changes of about bytes bytes,
-// with a quarter more, so that saves of a varying number of changed tags
+// with an eighth more, so that saves of a varying number of changed tags
 // settle on one allocation.
 func (s *lvScratch) reserve(n, bytes int) {
 	if cap(s.batch.buf) < bytes {
-		s.batch.buf = make([]byte, 0, bytes+bytes/4)
+		s.batch.buf = make([]byte, 0, bytes+bytes/8)
 	}
 	if cap(s.batch.ents) < n {
-		s.batch.ents = make([]lvEnt, 0, n+n/4)
+		s.batch.ents = make([]lvEnt, 0, n+n/8)
 	}
 }
 
 // orderOf returns s.order resized to n entries.
 func (s *lvScratch) orderOf(n int) []lvEnt {
 	if cap(s.order) < n {
-		s.order = make([]lvEnt, n, n+n/4)
+		s.order = make([]lvEnt, n, n+n/8)
 	}
 	s.order = s.order[:n]
 	return s.order
