@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/binary"
 	"sync/atomic"
+	"unsafe"
 )
 
 // The buffers of a last-values save, kept between saves.
@@ -96,10 +97,10 @@ func (s *lvScratch) retained() int {
 	return n
 }
 
-// Sizes of lvEnt and lvOut on a 64-bit platform, for retained.
+// Sizes of lvEnt and lvOut, for retained.
 const (
-	lvEntSize = 12
-	lvOutSize = 32
+	lvEntSize = int(unsafe.Sizeof(lvEnt{}))
+	lvOutSize = int(unsafe.Sizeof(lvOut{}))
 )
 
 // reserve makes room in the batch for n changes of about bytes bytes,
