@@ -573,6 +573,9 @@ func checkTopic(t string, filter bool) error {
 	case strings.HasPrefix(t, "/"), strings.Contains(t, "\x00"):
 		return fmt.Errorf("topic %q: relative to the appliance's topics, without a leading /", t)
 	}
+	if err := tagpath.CheckTopicText(t); err != nil {
+		return fmt.Errorf("topic %q: %w", t, err)
+	}
 	levels := strings.Split(t, "/")
 	for i, l := range levels {
 		if !filter && strings.ContainsAny(l, "+#") {

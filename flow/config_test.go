@@ -284,6 +284,16 @@ func TestParse_Problems(t *testing.T) {
 - name: f
   trigger: {every: 1s}
   nodes: [{id: a, type: mqtt_publish, topic: "a/+"}]`, `+ and # are for subscriptions`},
+		// MQTT 3.1.1 §1.5.3; the broker would close the link's connection
+		// at each attempt (tagpath.CheckTopicText).
+		{"publish topic with a tab", `
+- name: f
+  trigger: {every: 1s}
+  nodes: [{id: a, type: mqtt_publish, topic: "out/op\t1"}]`, `topic "out/op\t1": byte 6: control character U+0009 cannot be in an MQTT topic`},
+		{"trigger filter with a DEL", `
+- name: f
+  trigger: {mqtt: "in/set\x7f"}
+  nodes: [{id: a, type: end}]`, `byte 6: control character U+007F cannot be in an MQTT topic`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

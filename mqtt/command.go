@@ -12,6 +12,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"qubiq.dev/edge/tagpath"
 )
 
 // Command topics, below the appliance's base topic.
@@ -132,7 +134,7 @@ func DecodeEnvelope(topic string, payload []byte) (id string, env *Envelope, err
 		return id, nil, r
 	}
 	if !ValidID(env.ID) {
-		return "", nil, refuse(KindWrongType, "id must be 1 to %d bytes without '/', '+', '#' or NUL", MaxIDBytes)
+		return "", nil, refuse(KindWrongType, "id must be "+idRule, MaxIDBytes)
 	}
 	if env.KeyID, r = str("key_id", true); r != nil {
 		return id, nil, r
@@ -209,10 +211,18 @@ func topLevel(payload []byte) (map[string]json.RawMessage, *Refusal) {
 }
 
 // ValidID reports whether id can be a command id: 1 to MaxIDBytes bytes of
-// UTF-8, no topic separator or wildcard, no NUL.
+// UTF-8, no topic separator or wildcard, and no character an MQTT topic
+// must not hold (tagpath.CheckTopicText: NUL, control characters,
+// noncharacters): the id is its reply's topic level (reply/<id>), and a
+// reply on a topic the broker refuses would cost the link its
+// connection at every attempt.
 func ValidID(id string) bool {
-	return id != "" && len(id) <= MaxIDBytes && !strings.ContainsAny(id, "/+#\x00")
+	return id != "" && len(id) <= MaxIDBytes && !strings.ContainsAny(id, tagpath.TopicRefused) &&
+		tagpath.CheckTopicText(id) == nil
 }
+
+// idRule is ValidID's rule, for refusals.
+const idRule = "1 to %d bytes of UTF-8 without '/', '+', '#', NUL, control characters or noncharacters"
 
 func isCommand(topic string) bool {
 	for _, c := range Commands {
@@ -260,7 +270,7 @@ func (env *Envelope) Fresh(now time.Time, staleAfter time.Duration) *Refusal {
 // keyID: what `qubiqctl mqtt sign` prints.
 func Sign(priv ed25519.PrivateKey, keyID, topic, id string, ts time.Time, body json.RawMessage) ([]byte, error) {
 	if !ValidID(id) {
-		return nil, fmt.Errorf("id %q: 1 to %d bytes without '/', '+', '#' or NUL", id, MaxIDBytes)
+		return nil, fmt.Errorf("id %q: "+idRule, id, MaxIDBytes)
 	}
 	var probe map[string]json.RawMessage
 	if err := json.Unmarshal(body, &probe); err != nil {

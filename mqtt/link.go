@@ -16,6 +16,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"qubiq.dev/edge/gateway"
+	"qubiq.dev/edge/tagpath"
 )
 
 // Link is the supervisor link: the connection loop, the command queue and
@@ -82,6 +83,12 @@ func New(opts Options) (*Link, error) {
 	cfg.applyDefaults()
 	if opts.ApplianceID == "" {
 		return nil, errors.New("mqtt: appliance_id is empty")
+	}
+	if strings.ContainsAny(opts.ApplianceID, tagpath.TopicRefused) {
+		return nil, fmt.Errorf("mqtt: appliance_id %q is one level of every topic (qubiq/v1/<appliance_id>/…): it cannot hold '/', '+', '#' or NUL", opts.ApplianceID)
+	}
+	if err := tagpath.CheckTopicText(opts.ApplianceID); err != nil {
+		return nil, fmt.Errorf("mqtt: appliance_id %q is one level of every topic: %w", opts.ApplianceID, err)
 	}
 	if len(cfg.Brokers) == 0 {
 		return nil, errors.New("mqtt: no brokers")

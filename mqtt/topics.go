@@ -3,6 +3,7 @@ package mqtt
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"qubiq.dev/edge/auth"
+	"qubiq.dev/edge/tagpath"
 )
 
 // TopicMessage is a message received on a topic a subscriber asked for:
@@ -71,6 +73,11 @@ func checkFilter(f string) error {
 	case strings.HasPrefix(f, "cmd/") || f == "cmd" || f == "#" || strings.HasPrefix(f, "+"):
 		return errors.New("mqtt: the filter " + f + " takes the link's own commands (cmd/...)")
 	}
+	if err := tagpath.CheckTopicText(f); err != nil {
+		// The broker would close the connection at each subscription,
+		// made again at every connect.
+		return fmt.Errorf("mqtt: topic filter %q: %w", f, err)
+	}
 	lv := strings.Split(f, "/")
 	for i, s := range lv {
 		if (strings.Contains(s, "+") && s != "+") || (strings.Contains(s, "#") && (s != "#" || i != len(lv)-1)) {
@@ -125,6 +132,11 @@ func (l *Link) deliverTopic(in inbound) {
 func (l *Link) Publish(ctx context.Context, g auth.Grant, topic string, payload []byte, retain bool) error {
 	if topic == "" || strings.ContainsAny(topic, "+#\x00") || strings.HasPrefix(topic, "cmd/") || strings.HasPrefix(topic, "/") {
 		return errors.New("mqtt: topic " + topic + " cannot be published (no wildcards, not below cmd/)")
+	}
+	if err := tagpath.CheckTopicText(topic); err != nil {
+		// The broker would close the connection at each attempt, and the
+		// outbox would send it again at every reconnect.
+		return fmt.Errorf("mqtt: topic %q cannot be published: %w", topic, err)
 	}
 	if err := l.enqueue(ctx, []Message{{Topic: topic, Payload: payload, Retain: retain}}); err != nil {
 		l.log.Warn("mqtt publish failed", slog.String("principal", g.Principal), slog.String("topic", topic), slog.Any("err", err))

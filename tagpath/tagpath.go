@@ -206,6 +206,35 @@ func Segments(p string) []string { return strings.Split(p, Separator) }
 // path maps onto topic levels without escaping.
 const TopicRefused = "+#/\x00"
 
+// CheckTopicText returns nil when every character of s may be in an MQTT
+// topic, and otherwise an error naming the first one that may not (its
+// byte offset and code point): s must be UTF-8 without U+0000 (MQTT
+// 3.1.1 §1.5.3, "MUST NOT"), and without the characters §1.5.3 says a
+// string SHOULD NOT hold, the control characters U+0001–U+001F and
+// U+007F–U+009F and the Unicode noncharacters (U+FDD0–U+FDEF and every
+// code point ending in FFFE or FFFF), which Mosquitto refuses by closing
+// the connection of the client that sent them (lib/utf8_mosq.c,
+// mosquitto_validate_utf8). It is the one rule of those characters for
+// every topic the appliance publishes or subscribes to: command ids
+// (mqtt.ValidID), flows' topics and filters, the appliance id. The
+// wildcards and the level separator are the caller's rule
+// (TopicRefused).
+func CheckTopicText(s string) error {
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError:
+			if _, n := utf8.DecodeRuneInString(s[i:]); n <= 1 { // not U+FFFD itself
+				return fmt.Errorf("byte %d: not UTF-8 (MQTT 3.1.1 §1.5.3)", i)
+			}
+		case r <= 0x1F, r >= 0x7F && r <= 0x9F:
+			return fmt.Errorf("byte %d: control character U+%04X cannot be in an MQTT topic (MQTT 3.1.1 §1.5.3)", i, r)
+		case r >= 0xFDD0 && r <= 0xFDEF, r&0xFFFE == 0xFFFE:
+			return fmt.Errorf("byte %d: noncharacter U+%04X cannot be in an MQTT topic (MQTT 3.1.1 §1.5.3)", i, r)
+		}
+	}
+	return nil
+}
+
 // Topic returns the MQTT topic of the tag at path p under base (such as
 // "qubiq/v1/line1-edge-01/tags"): base, '/', then each segment of p as one
 // topic level, unchanged ("Halle 1/Kühlung" → "…/tags/Halle 1/Kühlung").

@@ -130,3 +130,36 @@ func TestTopic_SegmentsAreLevels(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckTopicText_RefusesWhatBrokersRefuse: MQTT 3.1.1 §1.5.3 and
+// Mosquitto refuse NUL, the C0 and C1 control characters and the
+// noncharacters in a topic; letters of any script, spaces and U+FFFD
+// itself pass. The error names the byte offset and the code point.
+func TestCheckTopicText_RefusesWhatBrokersRefuse(t *testing.T) {
+	for _, ok := range []string{"", "qubiq/v1/edge-01/reply/a1", "Halle 1/Kühlung", "温度", "a\uFFFDb", "\U0010FFFD", "~!$%&()"} {
+		if err := CheckTopicText(ok); err != nil {
+			t.Errorf("CheckTopicText(%q) = %v, want nil", ok, err)
+		}
+	}
+	for in, want := range map[string]string{
+		"a\x00b":         "byte 1: control character U+0000",
+		"out/op\t1":      "byte 6: control character U+0009",
+		"a\x1fb":         "byte 1: control character U+001F",
+		"a\x7fb":         "byte 1: control character U+007F",
+		"ab\u0085":       "byte 2: control character U+0085",
+		"a\u009fb":       "byte 1: control character U+009F",
+		"a\uFDD0":        "byte 1: noncharacter U+FDD0",
+		"a\uFDEF":        "byte 1: noncharacter U+FDEF",
+		"a\uFFFE":        "byte 1: noncharacter U+FFFE",
+		"a\uffffb":       "byte 1: noncharacter U+FFFF",
+		"\U0001FFFF":     "byte 0: noncharacter U+1FFFF",
+		"\U0010FFFE":     "byte 0: noncharacter U+10FFFE",
+		"ok/\xffx":       "byte 3: not UTF-8",
+		"ok\xed\xa0\x80": "byte 2: not UTF-8", // a surrogate's encoding
+	} {
+		err := CheckTopicText(in)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("CheckTopicText(%q) = %v, want an error containing %q", in, err, want)
+		}
+	}
+}
