@@ -38,8 +38,9 @@ func (db *DB) SaveLastValues(vals map[string]value.VQT) error {
 }
 
 // PutLastValues is SaveLastValues for the tag engine's flush: paths[i]'s
-// VQT is vals[i], the paths sorted and unique (a list in another order is
-// sorted first). It keeps neither slice.
+// VQT is vals[i], the paths sorted and unique (a list in another order,
+// or with a path twice, goes through SaveLastValues: sorted, the last VQT
+// of a path kept). It keeps neither slice.
 func (db *DB) PutLastValues(paths []string, vals []value.VQT) error {
 	if len(paths) != len(vals) {
 		return fmt.Errorf("store: put last values: %d paths, %d values: %w", len(paths), len(vals), ErrInvalid)
@@ -47,7 +48,9 @@ func (db *DB) PutLastValues(paths []string, vals []value.VQT) error {
 	if len(paths) == 0 {
 		return nil
 	}
-	if !sort.StringsAreSorted(paths) {
+	if !strictlySorted(paths) {
+		// A path twice in a segment would keep its stale entry for ever:
+		// every later merge replaces only the first.
 		m := make(map[string]value.VQT, len(paths))
 		for i, p := range paths {
 			m[p] = vals[i]
@@ -97,6 +100,16 @@ func (db *DB) PutLastValues(paths []string, vals []value.VQT) error {
 		return &LastValuesError{Failed: failed}
 	}
 	return nil
+}
+
+// strictlySorted reports whether every path is after the one before it.
+func strictlySorted(paths []string) bool {
+	for i := 1; i < len(paths); i++ {
+		if paths[i] <= paths[i-1] {
+			return false
+		}
+	}
+	return true
 }
 
 // LastValuesError names the last values SaveLastValues could not store;
