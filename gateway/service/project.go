@@ -105,9 +105,25 @@ func (s *Service) buildEngine() error {
 	if err != nil {
 		return err
 	}
-	eng.Seed(last)
+	s.deleteLastValues(eng.Seed(last), "no longer in the project")
 	s.engine.Store(eng)
 	return nil
+}
+
+// deleteLastValues deletes the stored last values of paths, tags the
+// running project no longer has (why says so in the log): else a tag of
+// the same path added later would be seeded at the next start with the
+// removed one's VQT, and the store would keep and load every removed
+// tag's for ever. A failure is logged; it leaves values nothing reads.
+func (s *Service) deleteLastValues(paths []string, why string) {
+	if len(paths) == 0 {
+		return
+	}
+	if err := s.db.DeleteLastValues(paths...); err != nil {
+		s.log.Warn("last values of removed tags not deleted", slog.Int("tags", len(paths)), slog.Any("err", err))
+		return
+	}
+	s.log.Info("last values deleted: tags "+why, slog.Int("tags", len(paths)))
 }
 
 // newEngine builds the drivers and the tag engine of p (not started).
@@ -217,6 +233,9 @@ func (s *Service) applyProject(ctx context.Context, g auth.Grant, doc []byte, ac
 		}
 		return diff, fmt.Errorf("project import: start the new tag engine: %w", err)
 	}
+	// After the swap: stopping the old engine persisted its last values,
+	// the removed tags' too.
+	s.deleteLastValues(diff.TagsRemoved, "removed by "+action)
 	s.applyAlarms(p)
 	s.setProject(p)
 	s.applyData(p)
