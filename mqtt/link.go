@@ -207,7 +207,11 @@ const (
 // paho client per attempt (auto-reconnect off, so no token outlives its
 // connection), and after every broker of the list failed waits a capped
 // exponential backoff with jitter before the next pass. A lost connection
-// is tried again on the same broker first.
+// is tried again on the same broker first: at once when it had been up for
+// stableConnection, else after the backoff too, growing as for a failed
+// pass (a broker that accepts the connection and closes it, for a client
+// id another client takes over or a packet it refuses, would otherwise be
+// reconnected to as fast as it drops it).
 func (l *Link) connectLoop(ctx context.Context) {
 	idx, failedPasses, failedInPass := 0, 0, 0
 	for ctx.Err() == nil {
@@ -239,10 +243,24 @@ func (l *Link) connectLoop(ctx context.Context) {
 			}
 			continue
 		}
-		failedPasses, failedInPass = 0, 0
+		failedInPass = 0
+		up := time.Now()
 		l.runConnection(ctx, c, w.Load(), broker, lost)
+		if time.Since(up) >= stableConnection {
+			failedPasses = 0
+			continue
+		}
+		if !sleep(ctx, backoff(failedPasses, l.opts.BackoffMin, l.opts.BackoffMax)) {
+			return
+		}
+		failedPasses++
 	}
 }
+
+// stableConnection is how long a connection must have been up for its loss
+// to be reconnected at once, and the backoff to start again from
+// BackoffMin.
+const stableConnection = 10 * time.Second
 
 // runConnection serves one established connection until it is lost or ctx
 // ends: the forwarder drains the outbox over it.
