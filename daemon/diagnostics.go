@@ -54,7 +54,7 @@ func (s *System) startDiagnostics(ctx context.Context) error {
 	ln, err := net.Listen("tcp", dg.Listen)
 	if err != nil {
 		if dg.Explicit {
-			return fmt.Errorf("diagnostics.listen %s: %w", dg.Listen, err)
+			return fmt.Errorf("diagnostics.listen %s: %w (set by the config or QUBIQ_DIAGNOSTICS_LISTEN: free the port, or choose another address or off)", dg.Listen, err)
 		}
 		s.svc.Warn(fmt.Sprintf("diagnostics listener not served: the default address %s cannot be bound (%v); set diagnostics.listen to another address, or off",
 			dg.Listen, err))
