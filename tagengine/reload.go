@@ -25,9 +25,17 @@ import (
 //     so a setpoint survives the reload.
 //   - Other tags start as Bad_WaitingForInitialData. Tags old had and e
 //     has not read as Bad_NodeIdUnknown from e.
+//   - The counters (Counts: changes, scans, overruns, history skipped)
+//     go on from old's: they count since the daemon's start, and a
+//     counter exported as such (docs/metrics.md) must not fall back to
+//     zero at an import.
 func (e *Engine) TakeOver(old *Engine, keepDevice func(name string) bool) {
 	old.retired.Store(true)
 	e.subs = old.subs
+	e.changes.Add(old.changes.Load())
+	e.scans.Add(old.scans.Load())
+	e.overruns.Add(old.overruns.Load())
+	e.histSkipped.Add(old.histSkipped.Load())
 	old.mu.RLock()
 	defer old.mu.RUnlock()
 	e.mu.Lock()

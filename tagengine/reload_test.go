@@ -90,7 +90,15 @@ func TestEngine_TakeOver_CarriesValuesAndSubscribers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	before := old.Counts()
+	if before.Scans == 0 || before.Changes == 0 {
+		t.Fatalf("old engine's counts %+v: want scans and changes", before)
+	}
 	next.TakeOver(old, nil)
+	// The counters go on from old's (they count since the daemon's start).
+	if got := next.Counts(); got.Scans != before.Scans || got.Changes != before.Changes || got.Overruns != before.Overruns {
+		t.Errorf("counts after TakeOver %+v, want old's %+v (tags aside)", got, before)
+	}
 	res, err := next.Read(g, []string{"A", "B", "C", "D"})
 	if err != nil {
 		t.Fatal(err)
