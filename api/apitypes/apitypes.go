@@ -323,7 +323,6 @@ type APIKeyInfo struct {
 	Prefixes    []string   `json:"prefixes,omitempty"`
 	Expires     *time.Time `json:"expires,omitempty"`
 	Created     time.Time  `json:"created"`
-	LastUsed    *time.Time `json:"last_used,omitempty"`
 }
 
 // ProvisionRequest is the body of POST /api/v1/provision: the first admin

@@ -75,7 +75,6 @@ export function usersPage(ctx) {
       { label: 'Prefixes', cell: (k) => (k.prefixes || []).join(', ') || 'every path' },
       { label: 'Expires', cell: (k) => (k.expires ? timeCell(k.expires) : 'never') },
       { label: 'Created', cell: (k) => timeCell(k.created) },
-      { label: 'Last used', cell: (k) => (k.last_used ? timeCell(k.last_used) : '') },
       { label: '', cell: (k) => h('button', { type: 'button', class: 'small danger', dataset: { revoke: k.id }, onclick: async (ev) => {
         if (!await confirm('Revoke an API key', `Revoke “${k.name}” (${k.id})? Clients and scripts using it are refused from their next call.`, 'Revoke', true)) return;
         await busy(ev.target, async () => {
