@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"qubiq.dev/edge/tagpath"
 )
 
 // Store-and-forward (docs/mqtt.md): every outgoing message is appended to
@@ -118,6 +121,15 @@ func (l *Link) forward(gen context.Context, c paho.Client) {
 				return nil
 			}
 			for _, q := range batch {
+				if err := tagpath.CheckTopicText(q.Topic); err != nil {
+					// Queued by a build that did not check its topics:
+					// the broker would close the connection at every
+					// attempt, and the outbox would hold it for ever.
+					l.log.Error("mqtt outbox: a message on a topic the broker refuses is dropped, not sent",
+						slog.String("topic", strconv.Quote(q.Topic)), slog.Uint64("seq", q.Seq), slog.Any("err", err))
+					removals <- []uint64{q.Seq}
+					continue
+				}
 				fl = append(fl, sent{q.Seq, c.Publish(q.Topic, 1, q.Retain, q.Payload)})
 			}
 			if next := batch[len(batch)-1].Seq + 1; fromLive {

@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"qubiq.dev/edge/auth"
 )
@@ -74,5 +78,55 @@ func TestNew_RefusesAnApplianceIDNoTopicLevelMayBe(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("appliance_id %q: %v, want an error containing %q", id, err, want)
 		}
+	}
+}
+
+// recordingClient is a linkClient that records the topics published.
+type recordingClient struct {
+	linkClient
+	mu     *sync.Mutex
+	topics *[]string
+}
+
+func (c recordingClient) Publish(topic string, qos byte, retain bool, payload any) paho.Token {
+	c.mu.Lock()
+	*c.topics = append(*c.topics, topic)
+	c.mu.Unlock()
+	return c.linkClient.Publish(topic, qos, retain, payload)
+}
+
+// TestForward_DropsAQueuedMessageOnATopicTheBrokerRefuses: a message an
+// earlier build queued on a topic with a control character is removed
+// from the outbox without being sent (the broker would close the
+// connection at every attempt); the messages around it go out in order.
+func TestForward_DropsAQueuedMessageOnATopicTheBrokerRefuses(t *testing.T) {
+	var mu sync.Mutex
+	var topics []string
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, ob, _, _, _, done := connected(t, ctx, recordingClient{mu: &mu, topics: &topics})
+	defer func() { cancel(); <-done }()
+	if _, err := ob.Append(ctx, []Message{
+		{Topic: "qubiq/v1/edge1/reply/a1", Payload: []byte("1")},
+		{Topic: "qubiq/v1/edge1/reply/a\x01b", Payload: []byte("2")},
+		{Topic: "qubiq/v1/edge1/reply/a3", Payload: []byte("3")},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		q, _ := ob.Read(0, 10)
+		if len(q) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still in the outbox after 5 s: %+v", q)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"qubiq/v1/edge1/reply/a1", "qubiq/v1/edge1/reply/a3"}; !slices.Equal(topics, want) {
+		t.Errorf("published %q, want %q", topics, want)
 	}
 }
