@@ -73,3 +73,29 @@ func TestConnectLoop_BacksOffFromABrokerThatDropsEachConnection(t *testing.T) {
 		t.Errorf("%d connections in 1.5 s to a broker that drops each one: want at most 7 (backoff from 100 ms, doubling)", n)
 	}
 }
+
+// TestConnectLoop_FailsOverFromABrokerThatDropsEachConnection: docs/mqtt.md
+// (brokers): "a lost connection is tried again on the same broker first,
+// then on the next". A first broker that accepts every connection and
+// closes it at once must not hold the link for ever: once its connection
+// was lost twice in a row, the second broker of the list is tried.
+func TestConnectLoop_FailsOverFromABrokerThatDropsEachConnection(t *testing.T) {
+	urlA, connsA := acceptAndDrop(t)
+	urlB, connsB := acceptAndDrop(t)
+	l, err := New(Options{ApplianceID: "edge1", Config: Config{Brokers: []string{urlA, urlB}},
+		Gateway: &fakeGateway{}, Outbox: newMemOutbox(), Seen: &memSeen{},
+		BackoffMin: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Stop(context.Background())
+	for deadline := time.Now().Add(20 * time.Second); connsA.Load() < 6 && connsB.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if a, b := connsA.Load(), connsB.Load(); b == 0 {
+		t.Fatalf("the first broker dropped %d connections in a row and the second was never tried", a)
+	}
+}
