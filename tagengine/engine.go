@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -295,20 +294,14 @@ func New(cfg Config, devices map[string]device.Driver, tags []Tag) (*Engine, err
 // becomes Uncertain_LastUsableValue (keeping its value and time) until the
 // device answers (docs/project.md, Quality). A driver that holds values itself
 // (device.Restorer: the simulator's memory) takes its value back, so a
-// setpoint written before the restart is not lost. It returns the paths
-// of vals that are no tag of e (sorted; nil when there is none), which it
-// ignores: the caller deletes what the store keeps of them. Call Seed
-// before Start.
-func (e *Engine) Seed(vals map[string]value.VQT) (unknown []string) {
+// setpoint written before the restart is not lost. Unknown paths are
+// ignored. Call Seed before Start.
+func (e *Engine) Seed(vals map[string]value.VQT) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for p, v := range vals {
 		st, ok := e.lookup(p)
-		if !ok {
-			unknown = append(unknown, p)
-			continue
-		}
-		if v.Value == nil || (!st.tag.PassNonFinite && value.NonFinite(v.Value) != "") {
+		if !ok || v.Value == nil || (!st.tag.PassNonFinite && value.NonFinite(v.Value) != "") {
 			continue // nothing usable to serve (a NaN stored before the tag refused them)
 		}
 		if r, ok := e.devices[st.tag.Device].(device.Restorer); ok {
@@ -326,8 +319,6 @@ func (e *Engine) Seed(vals map[string]value.VQT) (unknown []string) {
 		st.cur = v
 		st.seeded = true
 	}
-	slices.Sort(unknown)
-	return unknown
 }
 
 // Start opens every device and starts one scan loop per device and scan

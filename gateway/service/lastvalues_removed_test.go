@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"qubiq.dev/edge/tagengine"
 	"qubiq.dev/edge/value"
@@ -34,40 +33,5 @@ func TestService_ImportProject_RemovedTagsLastValuesDeleted(t *testing.T) {
 	}
 	if v, ok := last["L/Gone"]; ok {
 		t.Errorf("the store still holds the removed tag's last value %v (%s)", v.Value, v.Quality)
-	}
-}
-
-// TestService_Start_DeletesLastValuesOfTagsNoLongerInTheProject: a last
-// value kept for a path the project no longer has (removed while the
-// daemon was stopped, or by a build that did not delete them) is deleted
-// when the engine is built; the project's tags keep theirs, seeded as
-// Uncertain_LastUsableValue (docs/project.md, Quality).
-func TestService_Start_DeletesLastValuesOfTagsNoLongerInTheProject(t *testing.T) {
-	dir := t.TempDir()
-	opts := testOptions(t, dir)
-	t0 := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
-	if err := opts.Store.SaveLastValues(map[string]value.VQT{
-		"L/Set": {Value: 42.5, Quality: value.Good, Time: t0},
-		"L/Old": {Value: int64(7), Quality: value.Good, Time: t0},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	s := newService(t, withProjectFile(t, opts, dir, projectV1))
-	last, err := opts.Store.LoadLastValues()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v, ok := last["L/Old"]; ok {
-		t.Errorf("the store still holds L/Old, no tag of the project: %v", v.Value)
-	}
-	if v := last["L/Set"]; v.Value != 42.5 {
-		t.Errorf("L/Set's stored last value: %v, want 42.5 kept", v.Value)
-	}
-	res, err := s.Engine().Read(designer, []string{"L/Set"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res[0].Value != 42.5 || res[0].Quality != value.UncertainLastUsableValue {
-		t.Errorf("L/Set before its first scan: %v %s, want 42.5 %s", res[0].Value, res[0].Quality, value.UncertainLastUsableValue)
 	}
 }

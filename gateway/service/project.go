@@ -105,13 +105,16 @@ func (s *Service) buildEngine() error {
 	if err != nil {
 		return err
 	}
-	s.deleteLastValues(eng.Seed(last), "no longer in the project")
+	// Paths the project lacks are not deleted here: a start on an empty
+	// or wrong project file (which an import refuses) would delete every
+	// tag's. An import deletes the tags it removes (applyProject).
+	eng.Seed(last)
 	s.engine.Store(eng)
 	return nil
 }
 
-// deleteLastValues deletes the stored last values of paths, tags the
-// running project no longer has (why says so in the log): else a tag of
+// deleteLastValues deletes the stored last values of paths, tags an
+// import removed (why says so in the log): else a tag of
 // the same path added later would be seeded at the next start with the
 // removed one's VQT, and the store would keep and load every removed
 // tag's for ever. A failure is logged; it leaves values nothing reads.
