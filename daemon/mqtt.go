@@ -131,8 +131,8 @@ func checkMQTT(c *config.Daemon) func(p *config.Project) error {
 		if c == nil || len(c.MQTT.Brokers) == 0 {
 			return nil
 		}
-		if c.ApplianceID == "" { // mqtt.New refuses it: the client id and the topic root
-			return fmt.Errorf("%s: mqtt: appliance_id is empty", c.File)
+		if err := mqtt.CheckApplianceID(c.ApplianceID); err != nil { // mqtt.New refuses it: the client id and the topic root
+			return fmt.Errorf("%s: %w", c.File, err)
 		}
 		mc, _, err := mqttConfig(c)
 		if err != nil {

@@ -76,19 +76,32 @@ type inbound struct {
 	at      time.Time
 }
 
+// CheckApplianceID returns nil when id can be the appliance's id on the
+// link, and otherwise an error naming the fault: it is the client id and
+// one level of every topic (qubiq/v1/<appliance_id>/…, BaseTopic), so it
+// is not empty and holds no '/', '+', '#' (MQTT 3.1.1 §4.7) and no
+// character tagpath.CheckTopicText refuses. New and qubiqd --check-config
+// apply it.
+func CheckApplianceID(id string) error {
+	if id == "" {
+		return errors.New("mqtt: appliance_id is empty")
+	}
+	if strings.ContainsAny(id, tagpath.TopicRefused) {
+		return fmt.Errorf("mqtt: appliance_id %q is one level of every topic (qubiq/v1/<appliance_id>/…): it cannot hold '/', '+', '#' or NUL", id)
+	}
+	if err := tagpath.CheckTopicText(id); err != nil {
+		return fmt.Errorf("mqtt: appliance_id %q is one level of every topic: %w", id, err)
+	}
+	return nil
+}
+
 // New builds the link from opts; nothing connects until Start. It refuses
 // a config whose keys, grants, TLS files or password file do not load.
 func New(opts Options) (*Link, error) {
 	cfg := opts.Config
 	cfg.applyDefaults()
-	if opts.ApplianceID == "" {
-		return nil, errors.New("mqtt: appliance_id is empty")
-	}
-	if strings.ContainsAny(opts.ApplianceID, tagpath.TopicRefused) {
-		return nil, fmt.Errorf("mqtt: appliance_id %q is one level of every topic (qubiq/v1/<appliance_id>/…): it cannot hold '/', '+', '#' or NUL", opts.ApplianceID)
-	}
-	if err := tagpath.CheckTopicText(opts.ApplianceID); err != nil {
-		return nil, fmt.Errorf("mqtt: appliance_id %q is one level of every topic: %w", opts.ApplianceID, err)
+	if err := CheckApplianceID(opts.ApplianceID); err != nil {
+		return nil, err
 	}
 	if len(cfg.Brokers) == 0 {
 		return nil, errors.New("mqtt: no brokers")
