@@ -220,11 +220,12 @@ const (
 // paho client per attempt (auto-reconnect off, so no token outlives its
 // connection), and after every broker of the list failed waits a capped
 // exponential backoff with jitter before the next pass. A lost connection
-// is tried again on the same broker first: at once when it had been up for
-// stableConnection, else after the backoff too, growing as for a failed
-// pass (a broker that accepts the connection and closes it, for a client
-// id another client takes over or a packet it refuses, would otherwise be
-// reconnected to as fast as it drops it).
+// is tried again on the same broker first, at once, when it had been up
+// for stableConnection; one lost sooner counts as a failed attempt on its
+// broker: the next broker is tried, and after a pass the backoff grows (a
+// broker that accepts the connection and closes it, for a client id
+// another client takes over or a packet it refuses, would otherwise hold
+// the link, reconnected to as fast as it drops it).
 func (l *Link) connectLoop(ctx context.Context) {
 	idx, failedPasses, failedInPass := 0, 0, 0
 	for ctx.Err() == nil {
@@ -242,31 +243,27 @@ func (l *Link) connectLoop(ctx context.Context) {
 			c.Disconnect(0)
 			return
 		}
-		if err != nil {
+		if err == nil {
+			up := time.Now()
+			l.runConnection(ctx, c, w.Load(), broker, lost)
+			if time.Since(up) >= stableConnection {
+				failedPasses, failedInPass = 0, 0
+				continue // the same broker first
+			}
+			// Lost at once: a failed attempt on this broker, as below.
+		} else {
 			l.setError(broker, err)
 			l.log.Warn("mqtt connect failed", slog.String("broker", broker), slog.Any("err", err))
-			idx++
-			failedInPass++
-			if failedInPass >= len(l.cfg.Brokers) {
-				failedInPass = 0
-				if !sleep(ctx, backoff(failedPasses, l.opts.BackoffMin, l.opts.BackoffMax)) {
-					return
-				}
-				failedPasses++
+		}
+		idx++
+		failedInPass++
+		if failedInPass >= len(l.cfg.Brokers) {
+			failedInPass = 0
+			if !sleep(ctx, backoff(failedPasses, l.opts.BackoffMin, l.opts.BackoffMax)) {
+				return
 			}
-			continue
+			failedPasses++
 		}
-		failedInPass = 0
-		up := time.Now()
-		l.runConnection(ctx, c, w.Load(), broker, lost)
-		if time.Since(up) >= stableConnection {
-			failedPasses = 0
-			continue
-		}
-		if !sleep(ctx, backoff(failedPasses, l.opts.BackoffMin, l.opts.BackoffMax)) {
-			return
-		}
-		failedPasses++
 	}
 }
 
